@@ -1,0 +1,123 @@
+"""Phase II, steps 2-3: the base graph on the terminals and bridge discovery.
+
+Base graph: an edge between two terminals that share an entity (named things and persons
+other than the dialogue's own speakers, who occur everywhere and would connect every pair)
+or lie closer in time than delta_time; persisted update edges among them are carried over.
+
+Bridge discovery approximates a Steiner tree over the terminals: for disconnected terminal
+pairs 1-168 h apart (paper defaults) we look for one non-terminal memory *between* them in
+time that is about what they are about (query = the union of their entities and keywords).
+Only the top-``bridge_candidates`` such memories are considered and the best connector
+(highest summed cosine to the two endpoints) becomes the bridge ``m_i -> b -> m_j``.
+All pair queries are embedded in one batch, and the time window goes into the index query
+(one SQL range scan on ``(user_id, ts)`` for the union of the pairs' intervals; each pair
+then sees only candidates inside its own interval).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import networkx as nx
+import numpy as np
+
+from .config import Config
+from .embedding import Embedder
+from .models import Entry, Scope
+from .store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    src: str
+    bridge: str
+    dst: str
+    similarity: float
+    connect: float
+
+
+def entity_keys(entry: Entry, speakers: set[str]) -> set[str]:
+    keys = {e.lower() for e in entry.entities}
+    keys |= {p.lower() for p in entry.persons if p.lower() not in speakers}
+    return keys
+
+
+def base_graph(nodes: Sequence[Entry], speakers: set[str], config: Config,
+               update_edges: Sequence[tuple[str, str]] = ()) -> nx.Graph:
+    """Undirected base graph; edge attribute ``kind`` is ``entity`` or ``temporal``."""
+    g = nx.Graph()
+    g.add_nodes_from(e.id for e in nodes)
+    keys = {e.id: entity_keys(e, speakers) for e in nodes}
+    for a, b in combinations(nodes, 2):
+        if keys[a.id] & keys[b.id]:
+            g.add_edge(a.id, b.id, kind="entity")
+        elif (a.timestamp is not None and b.timestamp is not None
+              and abs((a.timestamp - b.timestamp).total_seconds()) < config.delta_time_s):
+            g.add_edge(a.id, b.id, kind="temporal")
+    for src, dst in update_edges:
+        if src in g and dst in g:
+            g.add_edge(src, dst, kind="update")
+    return g
+
+
+def bridge_pairs(g: nx.Graph, terminals: Sequence[Entry], scores: dict[str, float],
+                 config: Config) -> list[tuple[Entry, Entry]]:
+    """Disconnected terminal pairs within the gap range, best-scored first, one per
+    pair of components (a Steiner tree needs each component joined once)."""
+    comp = {}
+    for i, nodes in enumerate(nx.connected_components(g)):
+        for n in nodes:
+            comp[n] = i
+    timed = [t for t in terminals if t.timestamp is not None]
+    pairs: list[tuple[float, Entry, Entry]] = []
+    for a, b in combinations(timed, 2):
+        if comp[a.id] == comp[b.id]:
+            continue
+        gap = abs((a.timestamp - b.timestamp).total_seconds())  # type: ignore[operator]
+        if config.bridge_min_gap_s <= gap <= config.bridge_max_gap_s:
+            first, second = (a, b) if a.timestamp <= b.timestamp else (b, a)  # type: ignore[operator]
+            pairs.append((scores.get(a.id, 0.0) + scores.get(b.id, 0.0), first, second))
+    pairs.sort(key=lambda p: -p[0])
+    joined = nx.utils.UnionFind(comp.values())
+    chosen: list[tuple[Entry, Entry]] = []
+    for _, a, b in pairs:
+        if joined[comp[a.id]] == joined[comp[b.id]]:
+            continue
+        joined.union(comp[a.id], comp[b.id])
+        chosen.append((a, b))
+        if len(chosen) >= config.max_bridge_pairs:
+            break
+    return chosen
+
+
+def pair_query(a: Entry, b: Entry) -> str:
+    words = [*a.entities, *b.entities, *a.persons, *b.persons, *a.keywords, *b.keywords]
+    return " ".join(dict.fromkeys(words))
+
+
+def discover_bridges(store: Store, scope: Scope, embedder: Embedder, pairs: Sequence[tuple[Entry, Entry]],
+                     terminal_ids: set[str], config: Config) -> list[Bridge]:
+    if not pairs:
+        return []
+    qvecs = embedder.embed([pair_query(a, b) for a, b in pairs])
+    lo = min(a.timestamp.timestamp() for a, _ in pairs)  # type: ignore[union-attr]
+    hi = max(b.timestamp.timestamp() for _, b in pairs)  # type: ignore[union-attr]
+    ids, ts, mat = store.vectors_in_window(scope, lo, hi)
+    if not ids:
+        return []
+    free = np.array([i not in terminal_ids for i in ids])
+    out: list[Bridge] = []
+    for (a, b), q in zip(pairs, qvecs, strict=True):
+        inside = free & (ts > a.timestamp.timestamp()) & (ts < b.timestamp.timestamp())  # type: ignore[union-attr]
+        idx = np.flatnonzero(inside)
+        if idx.size == 0:
+            continue
+        sims = mat[idx] @ q
+        top = idx[np.argsort(-sims)[: config.bridge_candidates]]
+        connect = mat[top] @ a.embedding + mat[top] @ b.embedding  # type: ignore[operator]
+        best = int(np.argmax(connect))
+        k = int(top[best])
+        out.append(Bridge(a.id, ids[k], b.id, float(mat[k] @ q), float(connect[best]) / 2))
+    return out

@@ -1,0 +1,118 @@
+"""Every threshold of the AriadneMem method, with the paper's defaults.
+
+The values are grouped by phase. Each field's comment says what it means and where the
+default comes from; departures from the paper are marked ``DEPARTURE`` and justified in
+``docs/method.md`` and the README (measured with ``ariadnemem bench locomo``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Thresholds and switches. Frozen: derive variants with :meth:`replace`."""
+
+    # ---------------- Phase I: construction ----------------
+    #: Turns buffered before one extraction call (paper: window W = 20).
+    window_size: int = 20
+    #: Gate redundancy threshold lambda_red: a turn whose nearest stored memory has cosine
+    #: similarity above this *and* is younger than ``delta_short_s`` is dropped (paper: 0.6).
+    lambda_red: float = 0.6
+    #: Short-term horizon delta_short in seconds (paper: 1 h). Older look-alikes are
+    #: long-term recurrence and pass the gate.
+    delta_short_s: float = 3600.0
+    #: Coarsening similarity threshold lambda_coal (paper: 0.7).
+    lambda_coal: float = 0.7
+    #: Keyword-overlap threshold lambda_ovlp (the paper gives no value). Overlap is the
+    #: Jaccard index of the two entries' keyword sets. 0.5 means "more than half of the
+    #: combined vocabulary is shared": a paraphrase of the same fact (MERGE). Below it, two
+    #: similar entries differ in a slot value (2 pm vs 3 pm, a new job, a new city) and are
+    #: LINKed as a state update. "the meeting is at 2 pm" / "the meeting moved to 3 pm"
+    #: share {meeting, pm} of {meeting, moved, 2, 3, pm}: 0.4 -> LINK.
+    lambda_ovlp: float = 0.5
+    #: Dense candidates checked per new entry during coarsening (bounded, never all pairs).
+    coarsen_candidates: int = 5
+
+    # ---------------- Phase II: reasoning ----------------
+    #: Dense candidates (paper: k_sem = 20).
+    k_sem: int = 20
+    #: BM25 candidates (paper: k_lex = 5).
+    k_lex: int = 5
+    #: Score multiplier for candidates that contain none of the query's entities.
+    entity_miss_penalty: float = 0.5
+    #: Base-graph temporal edge: two terminals closer than this are connected (paper: 6 h).
+    delta_time_s: float = 6 * 3600.0
+    #: Bridge discovery only for disconnected terminal pairs this far apart (paper: 1-168 h).
+    bridge_min_gap_s: float = 3600.0
+    bridge_max_gap_s: float = 168 * 3600.0
+    #: Non-terminal candidates considered per pair (paper: 5).
+    bridge_candidates: int = 5
+    #: Most terminal pairs bridged per query (keeps the cost bounded).
+    max_bridge_pairs: int = 12
+    #: Longest mined path in hops (paper: L = 3); paths have 2..L hops.
+    max_path_hops: int = 3
+    #: Paths kept after ranking.
+    max_paths: int = 5
+    #: Node budget range (paper: 8-25).
+    min_nodes: int = 8
+    max_nodes: int = 25
+    #: Token budget of the serialized graph; the node budget is the largest count in
+    #: [min_nodes, max_nodes] whose facts fit (None: always max_nodes).
+    token_budget: int | None = 500
+
+    # ---------------- switches (ablations) ----------------
+    enable_gating: bool = True
+    enable_coarsening: bool = True
+    enable_bridges: bool = True
+    enable_paths: bool = True
+    enable_fastpaths: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("lambda_red", "lambda_coal", "lambda_ovlp"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
+        for name in ("window_size", "k_sem", "k_lex", "bridge_candidates", "coarsen_candidates",
+                     "min_nodes", "max_nodes", "max_paths"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.max_path_hops < 2:
+            raise ConfigError("max_path_hops must be >= 2 (paths have 2..L hops)")
+        if self.min_nodes > self.max_nodes:
+            raise ConfigError("min_nodes must not exceed max_nodes")
+        if not 0 <= self.bridge_min_gap_s <= self.bridge_max_gap_s:
+            raise ConfigError("need 0 <= bridge_min_gap_s <= bridge_max_gap_s")
+        if self.delta_short_s < 0 or self.delta_time_s < 0:
+            raise ConfigError("time horizons must be non-negative")
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes`` applied (validated)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown config fields: {sorted(unknown)}")
+        return cls(**data)
+
+    #: Ablation names understood by :meth:`ablate` (and ``ariadnemem bench --ablate``).
+    ABLATIONS = ("gating", "coarsening", "bridges", "paths", "fastpaths")
+
+    def ablate(self, *names: str) -> Config:
+        """Switch components off by name: ``Config().ablate("bridges")``."""
+        changes: dict[str, bool] = {}
+        for name in names:
+            if name not in self.ABLATIONS:
+                raise ConfigError(f"unknown ablation {name!r}; choose from {self.ABLATIONS}")
+            changes[f"enable_{name}"] = False
+        return self.replace(**changes)

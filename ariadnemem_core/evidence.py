@@ -1,0 +1,102 @@
+"""The EvidenceGraph: what ``AriadneMemory.retrieve`` returns.
+
+A small, connected, query-specific subgraph of the memory: facts (kept entries, each with
+its role), typed edges, and mined reasoning paths. ``to_text()`` is the compact
+serialization handed to a generator; ``to_dict()`` is JSON-serializable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Role = Literal["terminal", "bridge", "update"]
+EdgeKind = Literal["entity", "temporal", "bridge", "update"]
+
+
+@dataclass(slots=True)
+class Fact:
+    """One kept entry. ``label`` (F1, F2, ...) follows time order inside the graph."""
+
+    id: str
+    text: str
+    timestamp: datetime | None
+    source_turn_ids: list[str]
+    score: float
+    role: Role
+    label: str = ""
+    superseded_by: str | None = None
+    speaker: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "text": self.text,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "source_turn_ids": list(self.source_turn_ids),
+            "score": round(float(self.score), 6),
+            "role": self.role,
+            "superseded_by": self.superseded_by,
+            "speaker": self.speaker,
+        }
+
+
+@dataclass(slots=True)
+class EvidenceGraph:
+    """Facts in time order, edges ``(src, dst, kind)``, and reasoning paths (entry ids)."""
+
+    query: str
+    facts: list[Fact] = field(default_factory=list)
+    edges: list[tuple[str, str, str]] = field(default_factory=list)
+    paths: list[list[str]] = field(default_factory=list)
+    fast_path: str | None = None
+    #: Per-query diagnostics: candidate counts, bridges added, timings (ms), fast-path data.
+    stats: dict[str, Any] = field(default_factory=dict)
+    _text: str | None = field(default=None, repr=False)
+
+    def fact(self, entry_id: str) -> Fact | None:
+        return next((f for f in self.facts if f.id == entry_id), None)
+
+    @property
+    def source_turn_ids(self) -> set[str]:
+        """Every turn id covered by the facts (what evidence recall is measured on)."""
+        return {tid for f in self.facts for tid in f.source_turn_ids}
+
+    def to_text(self) -> str:
+        """Compact, injection-safe serialization (see ``serialize.py``)."""
+        if self._text is None:
+            from .serialize import serialize
+
+            self._text = serialize(self)
+        return self._text
+
+    def token_count(self) -> int:
+        """cl100k_base tokens of :meth:`to_text` (offline)."""
+        from .tokens import count_tokens
+
+        return count_tokens(self.to_text())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "facts": [f.to_dict() for f in self.facts],
+            "edges": [list(e) for e in self.edges],
+            "paths": [list(p) for p in self.paths],
+            "fast_path": self.fast_path,
+            "stats": _jsonable(self.stats),
+            "text": self.to_text(),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float | int | str | bool) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,77 @@
+"""Phase II fast paths: answer without graph search when a cheap index is confident.
+
+* ``counter``: "How many times did Melanie go to the beach?" -> the ingestion-time
+  mention counters (person x stemmed keyword -> entries) give the entries in which that
+  person and *every* content word of the question occur. Fires only for one known person
+  and at least one match.
+* ``attribute``: "What is Bob's phone number?" -> self-stated attributes recorded at
+  extraction ("my phone number is ..."), newest first. Fires only on an exact
+  (subject, attribute) hit.
+
+A fast path returns a minimal result: the entry ids it used and what it found. When it
+is not confident it returns None and the full Phase II runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .coarsening import stem
+from .models import Scope
+from .store import Store
+
+_COUNT_Q = re.compile(r"\bhow (?:many times|often)\b", re.I)
+_POSSESSIVE = re.compile(r"\b([A-Z][a-zA-Z-]+)(?:'s|’s)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "how many times often did does do has have had was were is are the a an to of in on at for with "
+    "and or been go went gone ever since so far total number what which when".split()
+)
+
+
+@dataclass(slots=True)
+class FastPathResult:
+    name: str
+    entry_ids: list[str]
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def counter_fast_path(store: Store, scope: Scope, query: str, known_persons: set[str]) -> FastPathResult | None:
+    if not _COUNT_Q.search(query):
+        return None
+    words = _WORD.findall(query.lower())
+    persons = [p for p in known_persons if p in words]
+    if len(persons) != 1:
+        return None
+    person = persons[0]
+    terms = list(dict.fromkeys(stem(w) for w in words if w not in _STOP and w != person and len(w) > 1))
+    if not terms:
+        return None
+    ids = store.mentions(scope.user_id, person, terms)
+    if scope.agent_id or scope.session_id:
+        allowed = {e.id for e in store.entries(scope)}
+        ids = [i for i in ids if i in allowed]
+    if not ids:
+        return None
+    return FastPathResult("counter", ids, {"person": person, "terms": terms, "count": len(ids)})
+
+
+def attribute_fast_path(store: Store, scope: Scope, query: str) -> FastPathResult | None:
+    for match in _POSSESSIVE.finditer(query):
+        subject = match.group(1)
+        words = match.group(2).split()
+        for n in range(len(words), 0, -1):
+            attribute = " ".join(words[:n])
+            hits = store.attribute(scope.user_id, subject, attribute)
+            if hits:
+                value, entry_id, _ = hits[0]
+                return FastPathResult("attribute", [entry_id],
+                                      {"subject": subject, "attribute": attribute, "value": value})
+    return None
+
+
+def try_fast_paths(store: Store, scope: Scope, query: str, known_persons: set[str]) -> FastPathResult | None:
+    """The first confident fast path, or None."""
+    return attribute_fast_path(store, scope, query) or counter_fast_path(store, scope, query, known_persons)

@@ -1,0 +1,379 @@
+"""The ``AriadneMemory`` facade: a small surface over the two phases.
+
+Writes: ``add`` validates every turn first (a bad turn raises before anything is stored),
+persists the turns as *pending* (acknowledged = durable), and processes full windows of
+``Config.window_size`` turns per scope: gate -> extract -> embed -> coarsen -> commit (one
+transaction per window). ``flush`` processes partial windows. Reads: ``retrieve`` builds
+the query's EvidenceGraph (Phase II, no LLM call); ``answer`` adds one LLM call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import coarsening, gating
+from .config import Config
+from .embedding import Embedder, MiniLMEmbedder
+from .errors import ExtractionError, InvalidInputError, NotFoundError
+from .extraction import ExtractionContext, Extractor, RuleExtractor, other_party_for
+from .models import Entry, Scope, Turn, UpdateEdge
+from .store import Store, WindowCommit
+
+if TYPE_CHECKING:
+    from .evidence import EvidenceGraph
+
+#: Longest accepted query in characters; longer questions are truncated to their last
+#: part for retrieval (documented; the question itself is never stored).
+MAX_QUERY_CHARS = 4000
+
+
+class AriadneMemory:
+    """Graph-structured long-term memory for one or many users.
+
+    ``path=None`` gives an ephemeral memory in a temporary directory (removed on close);
+    a path gives a persistent one that reopens to exactly the same memory.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        config: Config | None = None,
+        *,
+        embedder: Embedder | None = None,
+        extractor: Extractor | None = None,
+        llm: Any = None,
+    ) -> None:
+        self.config = config or Config()
+        self.embedder: Embedder = embedder or MiniLMEmbedder()
+        self._rule = RuleExtractor()
+        self.extractor: Extractor = extractor or self._rule
+        self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name)
+        self._write_lock = threading.RLock()
+        self._llm = llm
+        self._llm_checked = llm is not None
+
+    # ------------------------------------------------------------------ context manager
+    def __enter__(self) -> AriadneMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Extract partial windows, then close the store (idempotent)."""
+        if self.store._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.store.close()
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    # ------------------------------------------------------------------ writes
+    def add(
+        self,
+        turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]],
+        *,
+        user_id: str = "default",
+        agent_id: str | None = None,
+        session_id: str | None = None,
+    ) -> int:
+        """Store turns; returns how many were accepted (all, or an exception and none).
+
+        Turns are durable when this returns. Full windows are extracted now, the rest on
+        the next ``add`` that fills the window, on ``flush()`` or on ``close()``.
+        """
+        scope = Scope(user_id, agent_id, session_id)
+        batch = _normalize_turns(turns)
+        if not batch:
+            return 0
+        with self._write_lock:
+            self.store.add_pending(scope, batch)
+            self.store.bump_stats(scope.user_id, {"turns_seen": len(batch)})
+            self._process(scope, full_only=True)
+        return len(batch)
+
+    def flush(self) -> None:
+        """Extract every pending turn now, including partial windows."""
+        with self._write_lock:
+            scopes = {s for _, s, _ in self.store.pending()}
+            for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
+                self._process(scope, full_only=False)
+
+    def _process(self, scope: Scope, *, full_only: bool) -> None:
+        rows = self.store.pending(scope)
+        size = self.config.window_size
+        while rows and (len(rows) >= size or not full_only):
+            window, rows = rows[:size], rows[size:]
+            self._process_window(scope, window)
+
+    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]]) -> None:
+        cfg = self.config
+        turns = [t for _, _, t in rows]
+        previous = self.store.recent_turns(scope)
+        participants = self.store.participants(scope.user_id)
+        for t in turns:
+            if t.speaker not in participants:
+                participants.append(t.speaker)
+
+        # Gate text = the rule restatement of the turn, so a rule-extracted entry reuses
+        # the vector (one embedding per turn).
+        history = list(previous)
+        gate_texts: list[str] = []
+        for t in turns:
+            gate_texts.append(self._rule.restate(t, other_party_for(t, history, participants)))
+            history.append(t)
+        vectors = self.embedder.embed(gate_texts)
+        cache: dict[str, np.ndarray] = dict(zip(gate_texts, vectors, strict=True))
+
+        stats: dict[str, int] = {"extract_windows": 1}
+        if cfg.enable_gating:
+            stored = self._nearest(scope, vectors)
+        else:
+            stored = [None] * len(turns)
+        decisions = gating.gate_window(
+            vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
+        )
+        kept = [t for t, d in zip(turns, decisions, strict=True) if d.keep]
+        stats["gate_kept"] = len(kept)
+        stats["gate_dropped"] = len(turns) - len(kept)
+
+        entries = self._extract(kept, ExtractionContext(previous, participants), stats)
+        missing = [e.text for e in entries if e.text not in cache]
+        if missing:
+            uniq = list(dict.fromkeys(missing))
+            cache.update(zip(uniq, self.embedder.embed(uniq), strict=True))
+        for e in entries:
+            e.embedding = cache[e.text]
+            e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
+
+        commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
+                              processed_turns=turns, stats=stats)
+        self._coarsen(scope, entries, commit)
+        self.store.commit_window(commit)
+
+    def _nearest(self, scope: Scope, vectors: np.ndarray) -> list[gating.Neighbor | None]:
+        hits = self.store.dense_search(scope, vectors, 1)
+        found = self.store.get([h[0][0] for h in hits if h], scope.user_id)
+        out: list[gating.Neighbor | None] = []
+        for h in hits:
+            if not h or h[0][0] not in found:
+                out.append(None)
+            else:
+                eid, sim = h[0]
+                out.append(gating.Neighbor(eid, sim, found[eid].timestamp))
+        return out
+
+    def _extract(self, turns: list[Turn], context: ExtractionContext, stats: dict[str, int]) -> list[Entry]:
+        """Run the extractor with a safety net: bad provenance is repaired, uncovered turns
+        are rule-extracted, and a failing extractor falls back to rules (counted)."""
+        if not turns:
+            return []
+        try:
+            entries = list(self.extractor.extract(turns, context))
+        except Exception as exc:  # any extractor failure: never lose the window
+            if self.extractor is self._rule:
+                raise ExtractionError(f"rule extraction failed: {exc}") from exc
+            stats["extract_fallbacks"] = stats.get("extract_fallbacks", 0) + 1
+            entries = []
+        by_id = {t.turn_id: t for t in turns}
+        valid: list[Entry] = []
+        for e in entries:
+            e.source_turn_ids = [tid for tid in dict.fromkeys(e.source_turn_ids) if tid in by_id]
+            if not e.source_turn_ids or not e.text.strip():
+                continue
+            if e.timestamp is None:
+                stamps = [by_id[t].timestamp for t in e.source_turn_ids if by_id[t].timestamp]
+                e.timestamp = max(stamps) if stamps else None
+            if e.first_timestamp is None:
+                e.first_timestamp = e.timestamp
+            valid.append(e)
+        covered = {tid for e in valid for tid in e.source_turn_ids}
+        uncovered = [t for t in turns if t.turn_id not in covered]
+        if uncovered:
+            if self.extractor is not self._rule:
+                stats["extract_patched_turns"] = stats.get("extract_patched_turns", 0) + len(uncovered)
+            valid.extend(self._rule.extract(uncovered, context))
+        return valid
+
+    def _coarsen(self, scope: Scope, entries: list[Entry], commit: WindowCommit) -> None:
+        cfg = self.config
+        stored_hits: list[list[tuple[str, float]]] = [[] for _ in entries]
+        if cfg.enable_coarsening and entries:
+            stored_hits = self.store.dense_search(
+                scope, np.stack([e.embedding for e in entries]), cfg.coarsen_candidates
+            )
+        stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
+        merged: dict[str, Entry] = {}
+        window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
+        counts = {"merge": 0, "link": 0, "add": 0}
+        for entry, hits in zip(entries, stored_hits, strict=True):
+            candidates = [(merged.get(i) or stored[i], s) for i, s in hits if i in stored]
+            if window and cfg.enable_coarsening:
+                sims = np.stack([w.embedding for w in window]) @ entry.embedding
+                candidates += list(zip(window, (float(s) for s in sims), strict=True))
+            decision = coarsening.decide(entry, candidates, cfg)
+            counts[decision.action.value] += 1
+            if decision.action is coarsening.Action.MERGE:
+                target = next(c for c, _ in candidates if c.id == decision.target_id)
+                coarsening.merge_into(target, entry)
+                if target not in window:
+                    merged[target.id] = target
+                commit.mentions.extend(_mentions(entry, target.id))
+                commit.attributes.extend(_attributes(entry, target.id))
+                continue
+            if decision.action is coarsening.Action.LINK:
+                commit.edges.append(UpdateEdge(decision.target_id or "", entry.id, "update",
+                                               decision.similarity, decision.overlap))
+            window.append(entry)
+            commit.mentions.extend(_mentions(entry, entry.id))
+            commit.attributes.extend(_attributes(entry, entry.id))
+        commit.added = window
+        commit.merged = list(merged.values())
+        for k, v in counts.items():
+            commit.stats[k] = commit.stats.get(k, 0) + v
+
+    # ------------------------------------------------------------------ reads
+    def entries(self, user_id: str = "default", *, agent_id: str | None = None,
+                session_id: str | None = None) -> list[Entry]:
+        """Every stored entry of a scope, in time order (timestamp-less last, by arrival)."""
+        return self.store.entries(Scope(user_id, agent_id, session_id))
+
+    def get(self, entry_id: str, *, user_id: str | None = None) -> Entry:
+        """One entry by id (restricted to ``user_id`` when given)."""
+        found = self.store.get([entry_id], user_id)
+        if entry_id not in found:
+            raise NotFoundError(f"no entry {entry_id!r}" + (f" for user {user_id!r}" if user_id else ""))
+        return found[entry_id]
+
+    def edges(self, user_id: str = "default") -> list[UpdateEdge]:
+        """Persisted update edges (old -> new) of a user, oldest first."""
+        return self.store.edges(user_id)
+
+    def history(self, entry_id: str) -> list[Entry]:
+        """The update chain through ``entry_id``, oldest state first."""
+        entry = self.get(entry_id)
+        edges = self.store.edges(entry.user_id)
+        preds: dict[str, str] = {}
+        succs: dict[str, str] = {}
+        for e in edges:
+            if e.kind == "update":
+                preds.setdefault(e.dst, e.src)
+                succs.setdefault(e.src, e.dst)
+        chain = [entry_id]
+        seen = {entry_id}
+        while chain[0] in preds and preds[chain[0]] not in seen:
+            chain.insert(0, preds[chain[0]])
+            seen.add(chain[0])
+        while chain[-1] in succs and succs[chain[-1]] not in seen:
+            chain.append(succs[chain[-1]])
+            seen.add(chain[-1])
+        found = self.store.get(chain, entry.user_id)
+        return [found[i] for i in chain if i in found]
+
+    def stats(self, user_id: str | None = None) -> dict[str, int]:
+        """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ..."""
+        return self.store.stats(user_id)
+
+    # ------------------------------------------------------------------ Phase II
+    def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
+                 session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
+        """The query's connected evidence graph (no LLM call). See ``reasoning.build``."""
+        from .reasoning import build_evidence_graph
+
+        query = _check_query(query)
+        return build_evidence_graph(self, query, Scope(user_id, agent_id, session_id),
+                                    query_vector=query_vector)
+
+    async def aadd(self, turns: Any, **kwargs: Any) -> int:
+        """``add`` in a worker thread (embedding is CPU work; the event loop stays free)."""
+        return await asyncio.to_thread(self.add, turns, **kwargs)
+
+    async def aretrieve(self, query: str, **kwargs: Any) -> EvidenceGraph:
+        return await asyncio.to_thread(self.retrieve, query, **kwargs)
+
+    # ------------------------------------------------------------------ answers
+    @property
+    def llm(self) -> Any:
+        """The configured LLM client (from the environment on first use), or None."""
+        if not self._llm_checked:
+            self._llm_checked = True
+            try:
+                from .llm import LLMClient
+
+                self._llm = LLMClient.from_env()
+            except ImportError:  # pragma: no cover
+                self._llm = None
+        return self._llm
+
+    def answer(self, question: str, *, user_id: str = "default", agent_id: str | None = None,
+               session_id: str | None = None) -> Any:
+        """Answer from the evidence graph with one LLM call (extractive without an LLM)."""
+        from .synthesis import synthesize
+
+        graph = self.retrieve(question, user_id=user_id, agent_id=agent_id, session_id=session_id)
+        return synthesize(question, graph, self.llm)
+
+    async def aanswer(self, question: str, **kwargs: Any) -> Any:
+        from .synthesis import asynthesize
+
+        graph = await self.aretrieve(question, **kwargs)
+        return await asynthesize(question, graph, self.llm)
+
+
+# ---------------------------------------------------------------------- helpers
+def _normalize_turns(turns: Any) -> list[Turn]:
+    if isinstance(turns, Turn | Mapping):
+        turns = [turns]
+    elif isinstance(turns, str | bytes):
+        raise InvalidInputError("turns", "expected Turn objects or dicts, got a string")
+    out: list[Turn] = []
+    for i, t in enumerate(turns):
+        if isinstance(t, Turn):
+            out.append(t)
+        elif isinstance(t, Mapping):
+            try:
+                out.append(Turn.from_dict(t))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"turns[{i}].{exc.field}", exc.problem) from exc
+            except TypeError as exc:
+                raise InvalidInputError(f"turns[{i}]", str(exc)) from exc
+        else:
+            raise InvalidInputError(f"turns[{i}]", f"expected Turn or dict, got {type(t).__name__}")
+    return out
+
+
+def _check_query(query: Any) -> str:
+    if not isinstance(query, str):
+        raise InvalidInputError("query", f"expected str, got {type(query).__name__}")
+    query = query.replace("\x00", " ").strip()
+    if not query:
+        raise InvalidInputError("query", "is empty or whitespace only")
+    if len(query) > MAX_QUERY_CHARS:
+        query = query[-MAX_QUERY_CHARS:]
+    return query
+
+
+def _mentions(entry: Entry, target_id: str) -> list[tuple[str, str, str]]:
+    persons = {p.lower() for p in entry.persons}
+    stems = {coarsening.stem(k) for k in entry.keywords}
+    return [(p, s, target_id) for p in persons for s in stems]
+
+
+def _attributes(entry: Entry, target_id: str) -> list[tuple[str, str, str, str, float | None]]:
+    attrs = entry.metadata.get("attributes") or {}
+    subject = (entry.speaker or "").lower()
+    if not subject or not isinstance(attrs, Mapping):
+        return []
+    ts = entry.timestamp.timestamp() if isinstance(entry.timestamp, datetime) else None
+    return [(subject, str(a).lower(), str(v), target_id, ts) for a, v in attrs.items()]

@@ -1,0 +1,112 @@
+"""Phase II, step 1: hybrid retrieval of terminal nodes.
+
+Small separate functions, fused at the end: dense top-k_sem (chromadb, the user's
+partition) union lexical top-k_lex (SQLite FTS5 BM25), every candidate scored by its
+cosine to the query plus a normalized BM25 bonus, then downweighted when it lacks every
+entity the query names (a question about Caroline should not be answered from a fact that
+never mentions her).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import Config
+from .models import Entry, Scope
+from .store import Store
+
+#: Weight of the normalized BM25 score added to the cosine.
+LEXICAL_WEIGHT = 0.15
+_CAPITALIZED = re.compile(r"\b([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+_NOT_ENTITIES = frozenset(
+    "i what when where which who whom whose why how is are was were do does did can could would "
+    "should will has have had the a an in on at of for to and or but if my your his her their our "
+    "its this that these those there here monday tuesday wednesday thursday friday saturday sunday "
+    "january february march april may june july august september october november december".split()
+)
+
+
+@dataclass(slots=True)
+class Candidate:
+    entry: Entry
+    score: float
+    dense: float
+    lexical: float = 0.0
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
+    has_entity: bool = True
+
+
+def query_entities(query: str, known_persons: set[str]) -> list[str]:
+    """Entities a question names: known persons (any case) and capitalized phrases."""
+    found: list[str] = []
+    lowered = query.lower()
+    for person in known_persons:
+        if len(person) > 1 and re.search(rf"\b{re.escape(person)}\b", lowered):
+            found.append(person)
+    for match in _CAPITALIZED.finditer(query):
+        phrase = match.group(1).strip("'’-").rstrip("s'’") if match.group(1).endswith(("'s", "’s")) \
+            else match.group(1).strip("'’-")
+        words = [w for w in phrase.split() if w.lower() not in _NOT_ENTITIES]
+        if words:
+            found.append(" ".join(words).lower())
+    return list(dict.fromkeys(found))
+
+
+def mentions_any(entry: Entry, entities: list[str]) -> bool:
+    hay = " ".join([entry.text, *entry.persons, *entry.entities, entry.speaker or ""]).lower()
+    return any(e in hay for e in entities)
+
+
+def dense_candidates(store: Store, scope: Scope, qvec: np.ndarray, k: int) -> list[tuple[str, float]]:
+    hits = store.dense_search(scope, qvec[None, :], k)
+    return hits[0] if hits else []
+
+
+def lexical_candidates(store: Store, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+    return store.lexical_search(scope, query, k)
+
+
+def fuse(
+    entries: dict[str, Entry],
+    dense: list[tuple[str, float]],
+    lexical: list[tuple[str, float]],
+    qvec: np.ndarray,
+    entities: list[str],
+    config: Config,
+) -> list[Candidate]:
+    """Union of both lists, scored and sorted (best first)."""
+    cands: dict[str, Candidate] = {}
+    for rank, (eid, sim) in enumerate(dense):
+        if eid in entries:
+            cands[eid] = Candidate(entries[eid], sim, sim, dense_rank=rank)
+    top_lex = max((s for _, s in lexical), default=0.0) or 1.0
+    for rank, (eid, bm25) in enumerate(lexical):
+        if eid not in entries:
+            continue
+        cand = cands.get(eid)
+        if cand is None:
+            emb = entries[eid].embedding
+            sim = float(emb @ qvec) if emb is not None else 0.0
+            cand = cands[eid] = Candidate(entries[eid], sim, sim)
+        cand.lexical = bm25 / top_lex
+        cand.lexical_rank = rank
+    for cand in cands.values():
+        cand.score = cand.dense + LEXICAL_WEIGHT * cand.lexical
+        if entities and not mentions_any(cand.entry, entities):
+            cand.has_entity = False
+            cand.score *= config.entity_miss_penalty
+    return sorted(cands.values(), key=lambda c: -c.score)
+
+
+def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, config: Config,
+                  known_persons: set[str]) -> tuple[list[Candidate], list[str]]:
+    """Terminals for a query: (scored candidates best first, the query's entities)."""
+    dense = dense_candidates(store, scope, qvec, config.k_sem)
+    lexical = lexical_candidates(store, scope, query, config.k_lex)
+    entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id)
+    entities = query_entities(query, known_persons)
+    return fuse(entries, dense, lexical, qvec, entities, config), entities

@@ -1,0 +1,664 @@
+"""Persistent storage: SQLite is the source of truth, chromadb the dense index.
+
+Why this split:
+
+* **SQLite** (WAL, one file) holds every entry record with its provenance and embedding,
+  the update edges, the pending (acknowledged but not yet extracted) turns, the fast-path
+  counters and attributes, and the statistics. A window is committed in one transaction,
+  so a crash leaves either the pending turns or the entries they became, never both and
+  never neither.
+* **Lexical index**: SQLite's own FTS5 with ``bm25()`` ranking (Okapi BM25, k1=1.2,
+  b=0.75) and the Porter tokenizer. Chosen over ``bm25s`` because it lives in the same
+  transaction as the records (no second file to drift), filters by scope inside the index
+  (scope tokens in an indexed column), and needs no extra dependency.
+* **Dense index**: chromadb ``PersistentClient`` with one collection per user (the scope
+  partition: a query can only ever see its own user's vectors; agent and session are
+  metadata filters inside the query) and explicit embeddings (chromadb's default embedding
+  function would try to download a model). It is derived data: rows not yet confirmed in
+  chromadb carry ``indexed = 0`` and are (re)indexed on open, deletions go through a
+  tombstone table, and a collection whose count disagrees with SQLite is rebuilt from the
+  stored embeddings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import StoreError
+from .models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    text TEXT NOT NULL,
+    keywords TEXT NOT NULL,
+    persons TEXT NOT NULL,
+    entities TEXT NOT NULL,
+    location TEXT,
+    topic TEXT,
+    ts REAL,
+    first_ts REAL,
+    speaker TEXT,
+    source_turn_ids TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    indexed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS entries_user_ts ON entries(user_id, ts);
+CREATE INDEX IF NOT EXISTS entries_unindexed ON entries(indexed) WHERE indexed = 0;
+CREATE TABLE IF NOT EXISTS edges (
+    src TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    similarity REAL NOT NULL DEFAULT 0,
+    overlap REAL NOT NULL DEFAULT 0,
+    created_at REAL,
+    PRIMARY KEY (src, dst, kind)
+);
+CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+CREATE TABLE IF NOT EXISTS pending_turns (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    turn TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS recent_turns (
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    seq INTEGER NOT NULL,
+    turn TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS recent_turns_user ON recent_turns(user_id, seq);
+CREATE TABLE IF NOT EXISTS mentions (
+    user_id TEXT NOT NULL,
+    person TEXT NOT NULL,
+    term TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    PRIMARY KEY (user_id, person, term, entry_id)
+);
+CREATE INDEX IF NOT EXISTS mentions_entry ON mentions(entry_id);
+CREATE TABLE IF NOT EXISTS attributes (
+    user_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    attribute TEXT NOT NULL,
+    value TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    ts REAL
+);
+CREATE INDEX IF NOT EXISTS attributes_lookup ON attributes(user_id, subject, attribute);
+CREATE INDEX IF NOT EXISTS attributes_entry ON attributes(entry_id);
+CREATE TABLE IF NOT EXISTS stats (
+    user_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (user_id, key)
+);
+CREATE TABLE IF NOT EXISTS tombstones (entry_id TEXT PRIMARY KEY, user_id TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope, body, tokenize = 'porter unicode61');
+"""
+
+_ENTRY_COLUMNS = (
+    "seq, id, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic, "
+    "ts, first_ts, speaker, source_turn_ids, metadata, embedding"
+)
+_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+#: Words never worth a lexical match (the FTS index keeps them; queries drop them).
+_QUERY_STOPWORDS = frozenset(
+    "a an the and or but of to in on at for with by from as is are was were be been being do does "
+    "did has have had what when where which who whom whose why how did i you he she it we they me "
+    "him her them my your his its our their this that these those there here not no yes any some "
+    "can could would should will shall may might must about into than then so if".split()
+)
+
+
+def scope_token(kind: str, value: str) -> str:
+    """An FTS-safe token naming one scope component (indexed, so filtering is in-index)."""
+    return kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:20]
+
+
+def collection_name(user_id: str) -> str:
+    return "u-" + hashlib.sha1(user_id.encode("utf-8")).hexdigest()[:32]
+
+
+def fts_query(text: str, max_terms: int = 32) -> str | None:
+    """A safe FTS5 MATCH expression: content words quoted and OR-ed (None if none)."""
+    words: list[str] = []
+    seen: set[str] = set()
+    for word in _FTS_WORD.findall(text.lower()):
+        if word in _QUERY_STOPWORDS or word in seen:
+            continue
+        seen.add(word)
+        words.append(f'"{word}"')
+        if len(words) >= max_terms:
+            break
+    return " OR ".join(words) if words else None
+
+
+@dataclass(slots=True)
+class WindowCommit:
+    """Everything one processed window changes, applied in one transaction."""
+
+    scope: Scope
+    processed_pending: list[int] = field(default_factory=list)
+    processed_turns: list[Turn] = field(default_factory=list)
+    added: list[Entry] = field(default_factory=list)
+    merged: list[Entry] = field(default_factory=list)
+    edges: list[UpdateEdge] = field(default_factory=list)
+    mentions: list[tuple[str, str, str]] = field(default_factory=list)
+    attributes: list[tuple[str, str, str, str, float | None]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Store:
+    """The on-disk memory. Thread-safe (one lock; SQLite in WAL mode with a busy timeout)."""
+
+    #: Turns kept per scope as pronoun context for the next window.
+    RECENT_TURNS = 4
+
+    def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str) -> None:
+        self._temp = path is None
+        self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path / "memory.sqlite3", timeout=60.0, check_same_thread=False,
+                isolation_level=None,
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        self._check_meta(embedder_name)
+        self._chroma = self._open_chroma()
+        self._collections: dict[str, Any] = {}
+        self.reconcile()
+
+    # ------------------------------------------------------------------ set-up
+    def _check_meta(self, embedder_name: str) -> None:
+        with self._tx() as db:
+            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if not rows:
+                db.executemany(
+                    "INSERT INTO meta(key, value) VALUES (?, ?)",
+                    [("schema", str(SCHEMA_VERSION)), ("embedder", embedder_name), ("dim", str(self.dim))],
+                )
+                return
+        if int(rows.get("schema", "0")) != SCHEMA_VERSION:
+            raise StoreError(f"store schema {rows.get('schema')} is not supported (need {SCHEMA_VERSION})")
+        if rows.get("embedder") != embedder_name or int(rows.get("dim", "0")) != self.dim:
+            raise StoreError(
+                f"store at {self.path} was built with embedder {rows.get('embedder')!r} "
+                f"(dim {rows.get('dim')}); refusing to mix in {embedder_name!r} (dim {self.dim})"
+            )
+
+    def _open_chroma(self):  # noqa: ANN202 - chromadb's client type
+        import chromadb
+        from chromadb.config import Settings
+
+        try:
+            return chromadb.PersistentClient(
+                path=str(self.path / "chroma"),
+                settings=Settings(anonymized_telemetry=False, allow_reset=False),
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
+
+    def _collection(self, user_id: str):  # noqa: ANN202
+        col = self._collections.get(user_id)
+        if col is None:
+            # embedding_function=None is essential: the default one downloads a model.
+            col = self._chroma.get_or_create_collection(
+                collection_name(user_id),
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}},
+            )
+            self._collections[user_id] = col
+        return col
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            return self._db.execute(sql, params).fetchall()
+
+    # ------------------------------------------------------------------ consistency
+    def reconcile(self) -> dict[str, int]:
+        """Make the dense index agree with the records (run on open; cheap when clean)."""
+        report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0}
+        with self._lock:
+            for entry_id, user_id in self._read("SELECT entry_id, user_id FROM tombstones"):
+                self._collection(user_id).delete(ids=[entry_id])
+                report["removed"] += 1
+            with self._tx() as db:
+                db.execute("DELETE FROM tombstones")
+            pending = self._read(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE indexed = 0 ORDER BY seq"
+            )
+            if pending:
+                self._index([self._row_to_entry(r) for r in pending])
+                report["reindexed"] = len(pending)
+            for (user_id, n) in self._read("SELECT user_id, COUNT(*) FROM entries GROUP BY user_id"):
+                if self._collection(user_id).count() != n:
+                    self._rebuild_user(user_id)
+                    report["rebuilt_users"] += 1
+        return report
+
+    def _rebuild_user(self, user_id: str) -> None:
+        try:
+            self._chroma.delete_collection(collection_name(user_id))
+        except Exception:  # noqa: S110 - absent collection: nothing to delete
+            pass
+        self._collections.pop(user_id, None)
+        rows = self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
+        self._index([self._row_to_entry(r) for r in rows])
+
+    def _index(self, entries: Sequence[Entry]) -> None:
+        """Upsert entries into chromadb, then mark them indexed in SQLite."""
+        by_user: dict[str, list[Entry]] = {}
+        for entry in entries:
+            by_user.setdefault(entry.user_id, []).append(entry)
+        for user_id, group in by_user.items():
+            col = self._collection(user_id)
+            for start in range(0, len(group), 1000):
+                chunk = group[start : start + 1000]
+                col.upsert(
+                    ids=[e.id for e in chunk],
+                    embeddings=np.stack([e.embedding for e in chunk]).astype(np.float32),
+                    metadatas=[_chroma_meta(e) for e in chunk],
+                )
+        with self._tx() as db:
+            db.executemany("UPDATE entries SET indexed = 1 WHERE id = ?", [(e.id,) for e in entries])
+
+    # ------------------------------------------------------------------ pending turns
+    def add_pending(self, scope: Scope, turns: Sequence[Turn]) -> None:
+        """Persist acknowledged turns before any processing (crash-safe buffering)."""
+        with self._tx() as db:
+            db.executemany(
+                "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+                [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns],
+            )
+
+    def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
+        if scope is None:
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
+        else:
+            rows = self._read(
+                "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns "
+                "WHERE user_id = ? AND agent_id IS ? AND session_id IS ? ORDER BY seq",
+                (scope.user_id, scope.agent_id, scope.session_id),
+            )
+        return [(seq, Scope(u, a, s), _turn_from_json(t)) for seq, u, a, s, t in rows]
+
+    def recent_turns(self, scope: Scope) -> list[Turn]:
+        rows = self._read(
+            "SELECT turn FROM recent_turns WHERE user_id = ? AND agent_id IS ? AND session_id IS ? "
+            "ORDER BY seq",
+            (scope.user_id, scope.agent_id, scope.session_id),
+        )
+        return [_turn_from_json(r[0]) for r in rows]
+
+    def participants(self, user_id: str) -> list[str]:
+        rows = self._read(
+            "SELECT speaker FROM entries WHERE user_id = ? AND speaker IS NOT NULL "
+            "GROUP BY speaker ORDER BY MIN(seq)",
+            (user_id,),
+        )
+        return [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ window commit
+    def commit_window(self, commit: WindowCommit) -> None:
+        """Apply one window atomically, then index its new vectors."""
+        scope = commit.scope
+        with self._tx() as db:
+            if commit.processed_pending:
+                db.executemany("DELETE FROM pending_turns WHERE seq = ?",
+                               [(s,) for s in commit.processed_pending])
+            for entry in commit.added:
+                cur = db.execute(
+                    "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
+                    "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    _entry_params(entry),
+                )
+                entry.seq = int(cur.lastrowid)
+                db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                           (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+            for entry in commit.merged:
+                db.execute(
+                    "UPDATE entries SET keywords = ?, persons = ?, entities = ?, ts = ?, "
+                    "source_turn_ids = ?, metadata = ? WHERE id = ?",
+                    (json.dumps(entry.keywords), json.dumps(entry.persons), json.dumps(entry.entities),
+                     to_epoch(entry.timestamp), json.dumps(entry.source_turn_ids),
+                     json.dumps(entry.metadata), entry.id),
+                )
+                db.execute("UPDATE entries_fts SET body = ? WHERE rowid = ?", (_fts_body(entry), entry.seq))
+            db.executemany(
+                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(e.src, e.dst, e.kind, scope.user_id, e.similarity, e.overlap, time.time())
+                 for e in commit.edges],
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
+                [(scope.user_id, p, t, eid) for p, t, eid in commit.mentions],
+            )
+            db.executemany(
+                "INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(scope.user_id, *a) for a in commit.attributes],
+            )
+            if commit.processed_turns:
+                last = commit.processed_turns[-self.RECENT_TURNS :]
+                db.execute(
+                    "DELETE FROM recent_turns WHERE user_id = ? AND agent_id IS ? AND session_id IS ?",
+                    (scope.user_id, scope.agent_id, scope.session_id),
+                )
+                db.executemany(
+                    "INSERT INTO recent_turns(user_id, agent_id, session_id, seq, turn) VALUES (?, ?, ?, ?, ?)",
+                    [(scope.user_id, scope.agent_id, scope.session_id, i, json.dumps(t.to_dict()))
+                     for i, t in enumerate(last)],
+                )
+            self._bump(db, scope.user_id, commit.stats)
+        if commit.added:
+            self._index(commit.added)
+        if commit.merged:
+            # A MERGE refreshes the timestamp, which the dense index carries as metadata.
+            col = self._collection(scope.user_id)
+            col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+
+    def bump_stats(self, user_id: str, deltas: dict[str, int]) -> None:
+        with self._tx() as db:
+            self._bump(db, user_id, deltas)
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, user_id: str, deltas: dict[str, int]) -> None:
+        db.executemany(
+            "INSERT INTO stats(user_id, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(user_id, key) DO UPDATE SET value = value + excluded.value",
+            [(user_id, k, int(v)) for k, v in deltas.items() if v],
+        )
+
+    # ------------------------------------------------------------------ reads
+    def get(self, ids: Iterable[str], user_id: str | None = None) -> dict[str, Entry]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, Entry] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id IN ({marks})"
+            params: list[Any] = list(chunk)
+            if user_id is not None:
+                sql += " AND user_id = ?"
+                params.append(user_id)
+            for row in self._read(sql, params):
+                entry = self._row_to_entry(row)
+                out[entry.id] = entry
+        return out
+
+    def entries(self, scope: Scope, *, ts_range: tuple[float, float] | None = None) -> list[Entry]:
+        sql = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ?"
+        params: list[Any] = [scope.user_id]
+        sql, params = _scope_sql(sql, params, scope)
+        if ts_range is not None:
+            sql += " AND ts >= ? AND ts <= ?"
+            params += [ts_range[0], ts_range[1]]
+        sql += " ORDER BY COALESCE(ts, 1e300), seq"
+        return [self._row_to_entry(r) for r in self._read(sql, params)]
+
+    def count(self, scope: Scope | None = None) -> int:
+        if scope is None:
+            return int(self._read("SELECT COUNT(*) FROM entries")[0][0])
+        sql, params = _scope_sql("SELECT COUNT(*) FROM entries WHERE user_id = ?", [scope.user_id], scope)
+        return int(self._read(sql, params)[0][0])
+
+    def dense_search(
+        self, scope: Scope, vectors: np.ndarray, k: int
+    ) -> list[list[tuple[str, float]]]:
+        """Top-``k`` (entry id, cosine) per query vector, inside the scope's partition."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(vectors) == 0:
+            return []
+        with self._lock:
+            col = self._collection(scope.user_id)
+            n = col.count()
+            if n == 0:
+                return [[] for _ in range(len(vectors))]
+            where = _chroma_where(scope)
+            res = col.query(query_embeddings=vectors, n_results=min(k, n), where=where,
+                            include=["distances"])
+        return [
+            [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=True)]
+            for ids, dists in zip(res["ids"], res["distances"], strict=True)
+        ]
+
+    def vectors_in_window(self, scope: Scope, lo: float, hi: float) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi.
+
+        The time window is pushed into the index (a range scan on ``(user_id, ts)``), so a
+        bridge query only ever scores memories that can lie between its two terminals.
+        """
+        sql, params = _scope_sql("SELECT id, ts, embedding FROM entries WHERE user_id = ? AND ts >= ? AND ts <= ?",
+                                 [scope.user_id, lo, hi], scope)
+        rows = self._read(sql, params)
+        if not rows:
+            return [], np.zeros(0), np.zeros((0, self.dim), dtype=np.float32)
+        ids = [r[0] for r in rows]
+        ts = np.array([r[1] for r in rows], dtype=np.float64)
+        mat = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+        return ids, ts, mat
+
+    def lexical_search(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches (entry id, positive score) inside the scope."""
+        expr = fts_query(query)
+        if expr is None:
+            return []
+        scope_expr = " AND ".join(f'scope : "{tok}"' for tok in _scope_filter_tokens(scope))
+        rows = self._read(
+            "SELECT e.id, -bm25(entries_fts, 0.0, 1.0) AS score FROM entries_fts "
+            "JOIN entries e ON e.seq = entries_fts.rowid "
+            "WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?",
+            (f"{scope_expr} AND ({expr})", k),
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    def edges(self, user_id: str, ids: Iterable[str] | None = None) -> list[UpdateEdge]:
+        if ids is None:
+            rows = self._read(
+                "SELECT src, dst, kind, similarity, overlap, created_at FROM edges WHERE user_id = ? "
+                "ORDER BY created_at, rowid", (user_id,))
+        else:
+            ids = list(ids)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            rows = self._read(
+                f"SELECT src, dst, kind, similarity, overlap, created_at FROM edges WHERE user_id = ? "
+                f"AND (src IN ({marks}) OR dst IN ({marks}))", (user_id, *ids, *ids))
+        return [UpdateEdge(s, d, k, sim, ov, from_epoch(c)) for s, d, k, sim, ov, c in rows]
+
+    def mentions(self, user_id: str, person: str, terms: Sequence[str]) -> list[str]:
+        """Entry ids in which ``person`` is involved and every term occurs (fast-path counter)."""
+        if not terms:
+            return []
+        marks = ",".join("?" * len(terms))
+        rows = self._read(
+            f"SELECT entry_id FROM mentions WHERE user_id = ? AND person = ? AND term IN ({marks}) "
+            f"GROUP BY entry_id HAVING COUNT(DISTINCT term) = ?",
+            (user_id, person, *terms, len(set(terms))),
+        )
+        return [r[0] for r in rows]
+
+    def known_persons(self, user_id: str) -> set[str]:
+        return {r[0] for r in self._read("SELECT DISTINCT person FROM mentions WHERE user_id = ?", (user_id,))}
+
+    def attribute(self, user_id: str, subject: str, attribute: str) -> list[tuple[str, str, float | None]]:
+        """(value, entry id, ts) for a stored self-stated attribute, newest first."""
+        return [
+            (v, e, t)
+            for v, e, t in self._read(
+                "SELECT value, entry_id, ts FROM attributes WHERE user_id = ? AND subject = ? "
+                "AND attribute = ? ORDER BY COALESCE(ts, 0) DESC, rowid DESC",
+                (user_id, subject.lower(), attribute.lower()),
+            )
+        ]
+
+    def stats(self, user_id: str | None = None) -> dict[str, int]:
+        if user_id is None:
+            rows = self._read("SELECT key, SUM(value) FROM stats GROUP BY key")
+        else:
+            rows = self._read("SELECT key, value FROM stats WHERE user_id = ?", (user_id,))
+        out = {k: int(v) for k, v in rows}
+        if user_id is None:
+            out["entries"] = self.count()
+            out["update_edges"] = int(self._read("SELECT COUNT(*) FROM edges")[0][0])
+            out["pending_turns"] = int(self._read("SELECT COUNT(*) FROM pending_turns")[0][0])
+        else:
+            out["entries"] = self.count(Scope(user_id))
+            out["update_edges"] = int(self._read("SELECT COUNT(*) FROM edges WHERE user_id = ?",
+                                                 (user_id,))[0][0])
+            out["pending_turns"] = int(self._read("SELECT COUNT(*) FROM pending_turns WHERE user_id = ?",
+                                                  (user_id,))[0][0])
+        return out
+
+    # ------------------------------------------------------------------ life cycle
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._db.close()
+            self._collections.clear()
+            self._chroma = None
+        if self._temp:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+    def _row_to_entry(self, row: tuple) -> Entry:
+        (seq, eid, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic,
+         ts, first_ts, speaker, source, metadata, emb) = row
+        return Entry(
+            id=eid, text=text, keywords=json.loads(keywords), persons=json.loads(persons),
+            entities=json.loads(entities), location=location, topic=topic,
+            timestamp=from_epoch(ts), first_timestamp=from_epoch(first_ts),
+            embedding=np.frombuffer(emb, dtype=np.float32).copy(),
+            source_turn_ids=json.loads(source), speaker=speaker, metadata=json.loads(metadata),
+            user_id=user_id, agent_id=agent_id, session_id=session_id, seq=seq,
+        )
+
+
+# ---------------------------------------------------------------------- module helpers
+def _turn_from_json(raw: str) -> Turn:
+    from datetime import datetime
+
+    data = json.loads(raw)
+    if data.get("timestamp"):
+        data["timestamp"] = datetime.fromisoformat(data["timestamp"])
+    return Turn(**data)
+
+
+def _entry_params(entry: Entry) -> tuple:
+    if entry.embedding is None:
+        raise StoreError(f"entry {entry.id} has no embedding")
+    return (
+        entry.id, entry.user_id, entry.agent_id, entry.session_id, entry.text,
+        json.dumps(entry.keywords), json.dumps(entry.persons), json.dumps(entry.entities),
+        entry.location, entry.topic, to_epoch(entry.timestamp), to_epoch(entry.first_timestamp),
+        entry.speaker, json.dumps(entry.source_turn_ids), json.dumps(entry.metadata, default=str),
+        np.asarray(entry.embedding, dtype=np.float32).tobytes(),
+    )
+
+
+def _fts_body(entry: Entry) -> str:
+    return " ".join([entry.text, " ".join(entry.keywords)])
+
+
+def _scope_tokens(entry: Entry) -> str:
+    toks = [scope_token("u", entry.user_id)]
+    if entry.agent_id is not None:
+        toks.append(scope_token("a", entry.agent_id))
+    if entry.session_id is not None:
+        toks.append(scope_token("s", entry.session_id))
+    return " ".join(toks)
+
+
+def _scope_filter_tokens(scope: Scope) -> list[str]:
+    toks = [scope_token("u", scope.user_id)]
+    if scope.agent_id is not None:
+        toks.append(scope_token("a", scope.agent_id))
+    if scope.session_id is not None:
+        toks.append(scope_token("s", scope.session_id))
+    return toks
+
+
+def _scope_sql(sql: str, params: list[Any], scope: Scope) -> tuple[str, list[Any]]:
+    if scope.agent_id is not None:
+        sql += " AND agent_id = ?"
+        params.append(scope.agent_id)
+    if scope.session_id is not None:
+        sql += " AND session_id = ?"
+        params.append(scope.session_id)
+    return sql, params
+
+
+def _chroma_meta(entry: Entry) -> dict[str, Any]:
+    # chromadb metadata values cannot be None: "" marks an absent agent/session.
+    ts = to_epoch(entry.timestamp)
+    return {
+        "agent_id": entry.agent_id or "",
+        "session_id": entry.session_id or "",
+        "ts": float(ts) if ts is not None else -1.0,
+    }
+
+
+def _chroma_where(scope: Scope) -> dict[str, Any] | None:
+    clauses: list[dict[str, Any]] = []
+    if scope.agent_id is not None:
+        clauses.append({"agent_id": scope.agent_id})
+    if scope.session_id is not None:
+        clauses.append({"session_id": scope.session_id})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
