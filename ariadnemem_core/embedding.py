@@ -65,7 +65,7 @@ class MiniLMEmbedder:
     _model = None
     _lock = threading.Lock()
 
-    def __init__(self, batch_size: int = 64, cache_size: int = 4096) -> None:
+    def __init__(self, batch_size: int = 32, cache_size: int = 8192) -> None:
         self.batch_size = batch_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size

@@ -113,27 +113,34 @@ class AriadneMemory:
     def _process(self, scope: Scope, *, full_only: bool) -> None:
         rows = self.store.pending(scope)
         size = self.config.window_size
-        while rows and (len(rows) >= size or not full_only):
-            window, rows = rows[:size], rows[size:]
-            self._process_window(scope, window)
-
-    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]]) -> None:
-        cfg = self.config
-        turns = [t for _, _, t in rows]
+        n = len(rows) if not full_only else (len(rows) // size) * size
+        if n == 0:
+            return
+        rows = rows[:n]
         previous = self.store.recent_turns(scope)
         participants = self.store.participants(scope.user_id)
-        for t in turns:
-            if t.speaker not in participants:
-                participants.append(t.speaker)
-
-        # Gate text = the rule restatement of the turn, so a rule-extracted entry reuses
-        # the vector (one embedding per turn).
+        # Gate text = the rule restatement of each turn, computed for every window up
+        # front so that all of them are embedded in one batch (the model is far faster
+        # on one large batch than on many small ones). A rule-extracted entry has exactly
+        # this text and reuses the vector: one embedding per turn.
         history = list(previous)
         gate_texts: list[str] = []
-        for t in turns:
+        for _, _, t in rows:
+            if t.speaker not in participants:
+                participants.append(t.speaker)
             gate_texts.append(self._rule.restate(t, other_party_for(t, history, participants)))
             history.append(t)
         vectors = self.embedder.embed(gate_texts)
+        for start in range(0, n, size):
+            end = min(start + size, n)
+            before = history[max(0, len(previous) + start - Store.RECENT_TURNS) : len(previous) + start]
+            self._process_window(scope, rows[start:end], gate_texts[start:end], vectors[start:end],
+                                 before, participants)
+
+    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]], gate_texts: list[str],
+                        vectors: np.ndarray, previous: list[Turn], participants: list[str]) -> None:
+        cfg = self.config
+        turns = [t for _, _, t in rows]
         cache: dict[str, np.ndarray] = dict(zip(gate_texts, vectors, strict=True))
 
         stats: dict[str, int] = {"extract_windows": 1}

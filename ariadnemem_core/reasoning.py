@@ -104,9 +104,17 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
         timings["ms_paths"] = _ms(t)
 
     t = time.perf_counter()
-    keep = _budget(entries, scores, paths, mem)
+    newer, chains = _newer_states(store, scope, entries)
+    for i, e in newer.items():
+        if i not in entries:
+            entries[i] = e
+            roles[i] = "update"
+    for src, dsts in chains.items():
+        for dst in dsts:
+            edges.append((src, dst, "update"))
+            scores.setdefault(dst, scores.get(src, 0.0))
+    keep = _budget(entries, scores, paths, chains, newer, mem)
     paths = [p for p in paths if all(n in keep for n in p)][: cfg.max_paths]
-    _follow_updates(store, scope, keep, entries, scores, roles, edges)
     timings["ms_budget"] = _ms(t)
 
     kept_entries = {i: entries[i] for i in keep}
@@ -120,61 +128,70 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     return graph
 
 
+def _newer_states(store, scope: Scope, entries: dict[str, Entry]  # noqa: ANN001
+                  ) -> tuple[dict[str, Entry], dict[str, list[str]]]:
+    """Latest state: follow persisted update edges (old -> new) from the candidates.
+
+    Returns the newer entries not yet among the candidates and the direct successors of
+    every node on the way (bounded by MAX_UPDATE_FOLLOW steps)."""
+    succ: dict[str, list[str]] = {}
+    frontier = set(entries)
+    seen = set(entries)
+    for _ in range(MAX_UPDATE_FOLLOW):
+        ups = [e for e in store.edges(scope.user_id, frontier) if e.kind == "update" and e.src in frontier]
+        frontier = set()
+        for e in ups:
+            if e.dst not in succ.setdefault(e.src, []):
+                succ[e.src].append(e.dst)
+            if e.dst not in seen:
+                seen.add(e.dst)
+                frontier.add(e.dst)
+        if not frontier:
+            break
+    newer = _in_scope(store.get(seen - set(entries), scope.user_id), scope)
+    chains = {s: [d for d in ds if d in entries or d in newer] for s, ds in succ.items()}
+    return newer, {s: ds for s, ds in chains.items() if ds}
+
+
+def _unit(node: str, chains: dict[str, list[str]]) -> list[str]:
+    """A node together with every newer state of it (kept or dropped as one)."""
+    out = [node]
+    for cur in out:
+        for nxt in chains.get(cur, ()):
+            if nxt not in out and len(out) <= MAX_UPDATE_FOLLOW:
+                out.append(nxt)
+    return out
+
+
 def _budget(entries: dict[str, Entry], scores: dict[str, float], paths: list[list[str]],
-            mem: AriadneMemory) -> list[str]:
+            chains: dict[str, list[str]], newer: dict[str, Entry], mem: AriadneMemory) -> list[str]:
     """Nodes kept: whole top paths first, then the best-scored rest, within the node
-    budget [min_nodes, max_nodes] and, past min_nodes, the token budget."""
+    budget [min_nodes, max_nodes] and, past min_nodes, the token budget. A node always
+    comes with its newer states (so a stale fact is never shown alone)."""
     cfg = mem.config
     cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00"))) for i, e in entries.items()}
     keep: list[str] = []
     used = OVERHEAD_TOKENS
 
-    def fits(ids: list[str]) -> bool:
-        new = [i for i in ids if i not in keep]
-        if len(keep) + len(new) > cfg.max_nodes:
+    def take(ids: list[str], extra: int = 0) -> bool:
+        nonlocal used
+        unit = list(dict.fromkeys(n for i in ids for n in _unit(i, chains) if n not in keep))
+        if len(keep) + len(unit) > cfg.max_nodes:
             return False
-        if cfg.token_budget is None or len(keep) + len(new) <= cfg.min_nodes:
-            return True
-        return used + sum(cost[i] for i in new) + 4 * (len(ids) if len(ids) > 1 else 0) <= cfg.token_budget
+        add = sum(cost[i] for i in unit) + extra
+        if cfg.token_budget is not None and len(keep) + len(unit) > cfg.min_nodes \
+                and used + add > cfg.token_budget:
+            return False
+        keep.extend(unit)
+        used += add
+        return True
 
     for path in paths[: cfg.max_paths]:
-        if fits(path):
-            for i in path:
-                if i not in keep:
-                    keep.append(i)
-                    used += cost[i]
-            used += 4 * len(path)
-    for i in sorted(entries, key=lambda n: -scores.get(n, 0.0)):
-        if i in keep:
-            continue
-        if fits([i]):
-            keep.append(i)
-            used += cost[i]
-        elif len(keep) >= cfg.max_nodes:
+        take(path, extra=4 * len(path))
+    for i in sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0)):
+        if i not in keep and not take([i]) and len(keep) >= cfg.max_nodes:
             break
     return keep
-
-
-def _follow_updates(store, scope: Scope, keep: list[str], entries: dict[str, Entry],  # noqa: ANN001
-                    scores: dict[str, float], roles: dict[str, str],
-                    edges: list[tuple[str, str, str]]) -> None:
-    """Latest state: a kept fact with a newer state (update edge) brings that state in."""
-    frontier = list(keep)
-    added = 0
-    while frontier and added < MAX_UPDATE_FOLLOW:
-        ups = [e for e in store.edges(scope.user_id, frontier) if e.kind == "update" and e.src in frontier]
-        frontier = []
-        newer = _in_scope(store.get({e.dst for e in ups if e.dst not in keep}, scope.user_id), scope)
-        for e in ups:
-            edges.append((e.src, e.dst, "update"))
-            if e.dst in keep or e.dst not in newer or added >= MAX_UPDATE_FOLLOW:
-                continue
-            entries[e.dst] = newer[e.dst]
-            scores[e.dst] = scores.get(e.src, 0.0)
-            roles[e.dst] = "update"
-            keep.append(e.dst)
-            frontier.append(e.dst)
-            added += 1
 
 
 def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],

@@ -42,6 +42,9 @@ from .errors import StoreError
 from .models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 
 SCHEMA_VERSION = 1
+#: Counters every ``stats()`` reports (zero when nothing happened yet).
+STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "merge", "link", "add",
+             "extract_windows", "extract_fallbacks", "extract_patched_turns")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -550,7 +553,7 @@ class Store:
             rows = self._read("SELECT key, SUM(value) FROM stats GROUP BY key")
         else:
             rows = self._read("SELECT key, value FROM stats WHERE user_id = ?", (user_id,))
-        out = {k: int(v) for k, v in rows}
+        out = dict.fromkeys(STAT_KEYS, 0) | {k: int(v) for k, v in rows}
         if user_id is None:
             out["entries"] = self.count()
             out["update_edges"] = int(self._read("SELECT COUNT(*) FROM edges")[0][0])

@@ -1,0 +1,210 @@
+"""Phase I rules: gating, coarsening (MERGE / LINK / ADD), provenance, persistence, bad input."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from ariadnemem_core import Config, InvalidInputError, Turn
+from ariadnemem_core.coarsening import keyword_overlap, terms
+from tests.conftest import turn
+
+DAY = 24 * 60
+
+
+def covered(mem, user="default") -> set[str]:
+    return {t for e in mem.entries(user) for t in e.source_turn_ids}
+
+
+def test_short_term_repetition_is_dropped(make_memory):
+    mem = make_memory()
+    mem.add([turn("Ana", "The pottery class starts at the community center on Monday.", 0, "a1"),
+             turn("Ana", "The pottery class starts at the community center on Monday.", 5, "a2")])
+    mem.flush()
+    s = mem.stats()
+    assert s["gate_dropped"] == 1 and s["gate_kept"] == 1
+    assert covered(mem) == {"a1"}
+
+
+def test_long_term_recurrence_passes_the_gate(make_memory):
+    mem = make_memory()
+    mem.add([turn("Ana", "The pottery class starts at the community center on Monday.", 0, "a1"),
+             turn("Ana", "The pottery class starts at the community center on Monday.", 3 * DAY, "a2")])
+    mem.flush()
+    s = mem.stats()
+    assert s["gate_dropped"] == 0 and s["gate_kept"] == 2
+    # Kept by the gate, then recognised by coarsening as the same fact: merged, not lost.
+    assert covered(mem) == {"a1", "a2"}
+
+
+def test_gate_respects_lambda_red_threshold(make_memory):
+    # Unrelated turns a minute apart are novel: both kept.
+    mem = make_memory()
+    mem.add([turn("Ana", "I adopted a grey kitten from the shelter.", 0, "a1"),
+             turn("Ben", "The stock market fell sharply after the announcement.", 1, "b1")])
+    mem.flush()
+    assert mem.stats()["gate_dropped"] == 0
+
+
+def test_gating_can_be_switched_off(make_memory):
+    mem = make_memory(config=Config().ablate("gating"))
+    same = "The pottery class starts at the community center on Monday."
+    mem.add([turn("Ana", same, 0, "a1"), turn("Ana", same, 5, "a2")])
+    mem.flush()
+    assert mem.stats().get("gate_dropped", 0) == 0
+    assert covered(mem) == {"a1", "a2"}
+
+
+def test_duplicate_is_merged_with_provenance_added(make_memory):
+    mem = make_memory()
+    mem.add([turn("Ana", "I adopted a grey kitten named Miso from the animal shelter.", 0, "a1"),
+             turn("Ana", "I adopted a grey kitten named Miso from the shelter!", 2 * DAY, "a2")])
+    mem.flush()
+    entries = mem.entries()
+    assert len(entries) == 1
+    (e,) = entries
+    assert e.source_turn_ids == ["a1", "a2"]
+    assert e.timestamp == turn("x", "x", 2 * DAY).timestamp  # refreshed
+    assert e.first_timestamp == turn("x", "x", 0).timestamp
+    assert mem.stats()["merge"] == 1
+
+
+def test_state_update_is_linked_and_persisted(make_memory, tmp_path):
+    mem = make_memory("s")
+    mem.add([turn("Leo", "The team meeting is at 2 pm on Friday.", 0, "m1"),
+             turn("Leo", "The team meeting moved to 3 pm on Friday.", 2 * 60, "m2")])
+    mem.flush()
+    edges = mem.edges()
+    assert len(edges) == 1 and mem.stats()["link"] == 1
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries()}
+    assert (edges[0].src, edges[0].dst) == (by_turn["m1"].id, by_turn["m2"].id)
+    mem.close()
+    again = make_memory("s")
+    assert [(e.src, e.dst) for e in again.edges()] == [(by_turn["m1"].id, by_turn["m2"].id)]
+    chain = again.history(by_turn["m1"].id)
+    assert [e.id for e in chain] == [by_turn["m1"].id, by_turn["m2"].id]
+    assert [e.id for e in again.history(by_turn["m2"].id)] == [by_turn["m1"].id, by_turn["m2"].id]
+
+
+def test_overlap_threshold_separates_merge_from_link():
+    from ariadnemem_core.models import Entry
+
+    a = Entry("a", "x", keywords=["team", "meeting", "2pm", "friday"], persons=["Leo"])
+    b = Entry("b", "x", keywords=["team", "meeting", "moved", "3pm", "friday"], persons=["Leo"])
+    c = Entry("c", "x", keywords=["team", "meeting", "2pm", "friday", "office"], persons=["Leo"])
+    assert keyword_overlap(terms(a), terms(b)) <= Config().lambda_ovlp < keyword_overlap(terms(a), terms(c))
+
+
+def test_unrelated_facts_are_added(make_memory):
+    mem = make_memory()
+    mem.add([turn("Ana", "I adopted a grey kitten from the shelter.", 0, "a1"),
+             turn("Ben", "My brother is studying marine biology in Lisbon.", 90, "b1"),
+             turn("Ana", "We repainted the kitchen a pale yellow last weekend.", 200, "a2")])
+    mem.flush()
+    s = mem.stats()
+    assert s["add"] == 3 and s.get("merge", 0) == 0 and s.get("link", 0) == 0
+    assert len(mem.entries()) == 3
+
+
+def test_different_people_are_not_conflated(make_memory):
+    mem = make_memory()
+    mem.add([turn("Ana", "I love painting sunsets at the beach.", 0, "a1"),
+             turn("Ben", "I love painting sunsets at the beach.", 3 * DAY, "b1")])
+    mem.flush()
+    assert covered(mem) == {"a1", "b1"}
+    assert len(mem.entries()) == 2 and not mem.edges()
+
+
+def test_pronouns_and_relative_time_are_grounded(make_memory):
+    mem = make_memory()
+    mem.add([turn("Caroline", "Hi Melanie!", 0, "c0"),
+             turn("Melanie", "I went to the lake with my kids yesterday.", 1, "m1")])
+    mem.flush()
+    e = next(x for x in mem.entries() if x.source_turn_ids == ["m1"])
+    assert "Melanie" in e.text and "2023-05-07" in e.text
+    assert "I went" not in e.text
+
+
+def test_partial_window_waits_for_flush_and_is_durable(make_memory):
+    mem = make_memory("p")
+    mem.add([turn("Ana", f"Fact number {i} about the garden and the tomatoes {i}.", i * 90, f"t{i}")
+             for i in range(5)])
+    assert mem.stats()["pending_turns"] == 5 and mem.entries() == []
+    mem.store.close()  # a crash: no flush, no close
+    again = make_memory("p")
+    assert again.stats()["pending_turns"] == 5
+    again.flush()
+    assert covered(again) == {f"t{i}" for i in range(5)}
+    assert again.stats()["pending_turns"] == 0
+
+
+def test_full_windows_are_extracted_on_add(make_memory):
+    mem = make_memory(config=Config(window_size=4))
+    mem.add([turn("Ana", f"Item {i}: I planted {i} rows of {w}.", i * 120, f"t{i}")
+             for i, w in enumerate(["beans", "corn", "peas", "kale", "leeks", "chard"])])
+    assert mem.stats()["pending_turns"] == 2
+    assert covered(mem) == {"t0", "t1", "t2", "t3"}
+
+
+def test_reopen_gives_back_the_same_memory(make_memory):
+    mem = make_memory("r")
+    mem.add([turn("Ana", "The team meeting is at 2 pm on Friday.", 0, "m1"),
+             turn("Ben", "My sister Ana moved to Porto in 2021.", 60, "b1"),
+             turn("Ana", "The team meeting moved to 3 pm on Friday.", 120, "m2"),
+             turn("Ben", "I went hiking in the Alps last summer.", 3 * DAY, "b2")])
+    mem.flush()
+    before = [e.to_dict(with_embedding=True) for e in mem.entries()]
+    edges = [(e.src, e.dst, e.kind) for e in mem.edges()]
+    stats = mem.stats()
+    text = mem.retrieve("When is the team meeting?").to_text()
+    mem.close()
+    again = make_memory("r")
+    assert [e.to_dict(with_embedding=True) for e in again.entries()] == before
+    assert [(e.src, e.dst, e.kind) for e in again.edges()] == edges
+    assert again.stats() == stats
+    assert again.retrieve("When is the team meeting?").to_text() == text
+
+
+def test_turns_without_timestamps_are_accepted(make_memory):
+    mem = make_memory()
+    mem.add([Turn("Ana", "I like green tea."), Turn("Ben", "I prefer black coffee.")])
+    mem.flush()
+    es = mem.entries()
+    assert len(es) == 2 and all(e.timestamp is None for e in es)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"speaker": "Ana", "text": "   "}, "text"),
+        ({"speaker": "", "text": "hello"}, "speaker"),
+        ({"text": "hello"}, "speaker"),
+        ({"speaker": "Ana", "text": "hi", "timestamp": "yesterday"}, "timestamp"),
+        ({"speaker": "Ana", "text": "hi", "when": 3}, "turn"),
+    ],
+)
+def test_bad_input_names_the_field_and_stores_nothing(make_memory, bad, field):
+    mem = make_memory()
+    mem.add(turn("Ana", "I adopted a grey kitten from the shelter.", 0, "ok"))
+    mem.flush()
+    before = mem.stats()
+    good = {"speaker": "Ben", "text": "A valid turn that must not be stored either."}
+    with pytest.raises(InvalidInputError) as info:
+        mem.add([good, bad])
+    assert field in str(info.value)
+    assert mem.stats() == before
+
+
+def test_embeddings_are_stored_normalized(make_memory):
+    mem = make_memory()
+    mem.add(turn("Ana", "I adopted a grey kitten from the shelter.", 0))
+    mem.flush()
+    (e,) = mem.entries()
+    assert e.embedding.shape == (384,) and abs(float(np.linalg.norm(e.embedding)) - 1) < 1e-4
+
+
+def test_naive_timestamps_are_read_as_utc():
+    t = Turn("Ana", "hi", datetime(2023, 1, 1, 12, 0))
+    assert t.timestamp.utcoffset().total_seconds() == 0
