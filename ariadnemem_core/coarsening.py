@@ -21,13 +21,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .config import Config
 from .models import Entry
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     MERGE = "merge"
     LINK = "link"
     ADD = "add"
@@ -42,7 +42,7 @@ class CoarsenDecision:
 
 
 @functools.lru_cache(maxsize=1)
-def _stemmer():  # noqa: ANN202
+def _stemmer():
     from nltk.stem import PorterStemmer
 
     return PorterStemmer()

@@ -9,6 +9,7 @@ are provided by :class:`OpenAIEmbedder`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -72,7 +73,7 @@ class MiniLMEmbedder:
         self._cache_lock = threading.Lock()
 
     @classmethod
-    def _load(cls):  # noqa: ANN206 - the SentenceTransformer type is an optional import
+    def _load(cls):
         with cls._lock:
             if cls._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -140,7 +141,7 @@ class HashEmbedder:
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
         words = _TOKEN.findall(text.lower())
-        grams = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        grams = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         for gram in grams:
             digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
             h = int.from_bytes(digest, "little")
@@ -157,7 +158,7 @@ class OpenAIEmbedder:
     """Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint, in batches."""
 
     def __init__(self, model: str = "text-embedding-3-small", dim: int = 1536, *,
-                 client=None, batch_size: int = 256) -> None:  # noqa: ANN001
+                 client=None, batch_size: int = 256) -> None:
         if client is None:
             from openai import OpenAI
 

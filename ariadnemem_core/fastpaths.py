@@ -26,8 +26,8 @@ _COUNT_Q = re.compile(r"\bhow (?:many times|often)\b", re.I)
 _POSSESSIVE = re.compile(r"\b([A-Z][a-zA-Z-]+)(?:'s|’s)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
-    "how many times often did does do has have had was were is are the a an to of in on at for with "
-    "and or been go went gone ever since so far total number what which when".split()
+    "how many times often did does do has have had was were is are the a an to of in on at "
+    "for with and or been go went gone ever since so far total number what which when".split()
 )
 
 

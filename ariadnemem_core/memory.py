@@ -144,10 +144,7 @@ class AriadneMemory:
         cache: dict[str, np.ndarray] = dict(zip(gate_texts, vectors, strict=True))
 
         stats: dict[str, int] = {"extract_windows": 1}
-        if cfg.enable_gating:
-            stored = self._nearest(scope, vectors)
-        else:
-            stored = [None] * len(turns)
+        stored = self._nearest(scope, vectors) if cfg.enable_gating else [None] * len(turns)
         decisions = gating.gate_window(
             vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
         )
@@ -291,6 +288,50 @@ class AriadneMemory:
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ..."""
         return self.store.stats(user_id)
+
+    # ------------------------------------------------------------------ lifecycle
+    def delete(self, entry_id: str, *, user_id: str | None = None) -> None:
+        """Delete one entry from every index (update chains through it are repaired)."""
+        with self._write_lock:
+            if not self.store.delete(entry_id, user_id):
+                raise NotFoundError(f"no entry {entry_id!r}")
+
+    def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
+        """Delete every memory (and pending turn) of a scope; returns the entries removed."""
+        with self._write_lock:
+            return self.store.forget(Scope(user_id, agent_id, session_id))
+
+    def clear(self) -> None:
+        """Delete everything, for every user."""
+        with self._write_lock:
+            self.store.clear()
+
+    def export(self, path: str | Path) -> int:
+        """Write the whole memory to a JSONL file (embeddings included); returns lines."""
+        import json
+
+        n = 0
+        target = Path(path)
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        with self._write_lock, tmp.open("w", encoding="utf-8") as fh:
+            for row in self.store.export_rows():
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        tmp.replace(target)
+        return n
+
+    def import_(self, path: str | Path) -> int:
+        """Load a JSONL export (into this memory); returns the entries imported."""
+        import json
+
+        def rows():
+            with Path(path).open(encoding="utf-8") as fh:
+                for line in fh:
+                    if line.strip():
+                        yield json.loads(line)
+
+        with self._write_lock:
+            return self.store.import_rows(rows())
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,

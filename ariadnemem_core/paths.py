@@ -10,6 +10,7 @@ that are sub-sequences of a better path are dropped.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 
@@ -86,7 +87,7 @@ def _path_score(path: list[str], d: nx.DiGraph, entries: dict[str, Entry], score
     stamps = [entries[n].timestamp for n in path if entries[n].timestamp is not None]
     span_days = (max(stamps) - min(stamps)).total_seconds() / 86400 if len(stamps) > 1 else 0.0
     coherence = 1.0 / (1.0 + span_days / 7.0)
-    kinds = {d.edges[a, b]["kind"] for a, b in zip(path, path[1:], strict=False)}
+    kinds = {d.edges[a, b]["kind"] for a, b in itertools.pairwise(path)}
     structural = 1.2 if kinds & {"bridge", "update"} else 1.0
     return mean * (1.0 + 0.25 * (hops - 1)) * (0.5 + 0.5 * coherence) * structural
 

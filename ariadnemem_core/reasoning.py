@@ -128,7 +128,7 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     return graph
 
 
-def _newer_states(store, scope: Scope, entries: dict[str, Entry]  # noqa: ANN001
+def _newer_states(store, scope: Scope, entries: dict[str, Entry]
                   ) -> tuple[dict[str, Entry], dict[str, list[str]]]:
     """Latest state: follow persisted update edges (old -> new) from the candidates.
 

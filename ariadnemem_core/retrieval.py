@@ -22,10 +22,11 @@ from .store import Store
 LEXICAL_WEIGHT = 0.15
 _CAPITALIZED = re.compile(r"\b([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
 _NOT_ENTITIES = frozenset(
-    "i what when where which who whom whose why how is are was were do does did can could would "
-    "should will has have had the a an in on at of for to and or but if my your his her their our "
-    "its this that these those there here monday tuesday wednesday thursday friday saturday sunday "
-    "january february march april may june july august september october november december".split()
+    "i what when where which who whom whose why how is are was were do does did can could "
+    "would should will has have had the a an in on at of for to and or but if my your his her "
+    "their our its this that these those there here monday tuesday wednesday thursday friday "
+    "saturday sunday january february march april may june july august september october "
+    "november december".split()
 )
 
 

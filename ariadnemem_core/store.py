@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,10 +131,11 @@ _ENTRY_COLUMNS = (
 _FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 #: Words never worth a lexical match (the FTS index keeps them; queries drop them).
 _QUERY_STOPWORDS = frozenset(
-    "a an the and or but of to in on at for with by from as is are was were be been being do does "
-    "did has have had what when where which who whom whose why how did i you he she it we they me "
-    "him her them my your his its our their this that these those there here not no yes any some "
-    "can could would should will shall may might must about into than then so if".split()
+    "a an the and or but of to in on at for with by from as is are was were be been being do "
+    "does did has have had what when where which who whom whose why how did i you he she it "
+    "we they me him her them my your his its our their this that these those there here not "
+    "no yes any some can could would should will shall may might must about into than then so "
+    "if".split()
 )
 
 
@@ -223,7 +224,7 @@ class Store:
                 f"(dim {rows.get('dim')}); refusing to mix in {embedder_name!r} (dim {self.dim})"
             )
 
-    def _open_chroma(self):  # noqa: ANN202 - chromadb's client type
+    def _open_chroma(self):
         import chromadb
         from chromadb.config import Settings
 
@@ -235,7 +236,7 @@ class Store:
         except Exception as exc:
             raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
 
-    def _collection(self, user_id: str):  # noqa: ANN202
+    def _collection(self, user_id: str):
         col = self._collections.get(user_id)
         if col is None:
             # embedding_function=None is essential: the default one downloads a model.
@@ -290,10 +291,8 @@ class Store:
         return report
 
     def _rebuild_user(self, user_id: str) -> None:
-        try:
+        with suppress(Exception):
             self._chroma.delete_collection(collection_name(user_id))
-        except Exception:  # noqa: S110 - absent collection: nothing to delete
-            pass
         self._collections.pop(user_id, None)
         rows = self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
         self._index([self._row_to_entry(r) for r in rows])
@@ -565,6 +564,151 @@ class Store:
             out["pending_turns"] = int(self._read("SELECT COUNT(*) FROM pending_turns WHERE user_id = ?",
                                                   (user_id,))[0][0])
         return out
+
+    # ------------------------------------------------------------------ deletion
+    def delete(self, entry_id: str, user_id: str | None = None) -> bool:
+        """Remove one entry from every index; update chains through it are repaired
+        (``a -> x -> b`` becomes ``a -> b``). Returns False if it did not exist."""
+        found = self.get([entry_id], user_id)
+        if entry_id not in found:
+            return False
+        entry = found[entry_id]
+        with self._tx() as db:
+            preds = [r[0] for r in db.execute(
+                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry_id,))]
+            succs = db.execute(
+                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
+                (entry_id,)).fetchall()
+            db.executemany(
+                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
+                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
+            )
+            self._delete_rows(db, [entry])
+        self._drop_vectors([entry])
+        return True
+
+    def forget(self, scope: Scope) -> int:
+        """Remove every entry (and pending turn) of a scope; returns how many entries."""
+        victims = self.entries(scope)
+        with self._tx() as db:
+            self._delete_rows(db, victims)
+            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            if scope.agent_id is None and scope.session_id is None:
+                db.execute("DELETE FROM stats WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM edges WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM mentions WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM attributes WHERE user_id = ?", (scope.user_id,))
+        self._drop_vectors(victims)
+        return len(victims)
+
+    def clear(self) -> None:
+        """Remove everything (all users)."""
+        users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
+        with self._tx() as db:
+            for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
+                          "stats", "tombstones", "entries_fts"):
+                db.execute(f"DELETE FROM {table}")
+        with self._lock:
+            for user_id in users:
+                with suppress(Exception):
+                    self._chroma.delete_collection(collection_name(user_id))
+            self._collections.clear()
+
+    def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+        for e in entries:
+            db.execute("DELETE FROM entries WHERE id = ?", (e.id,))
+            db.execute("DELETE FROM entries_fts WHERE rowid = ?", (e.seq,))
+            db.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (e.id, e.id))
+            db.execute("DELETE FROM mentions WHERE entry_id = ?", (e.id,))
+            db.execute("DELETE FROM attributes WHERE entry_id = ?", (e.id,))
+            db.execute("INSERT OR REPLACE INTO tombstones(entry_id, user_id) VALUES (?, ?)", (e.id, e.user_id))
+
+    def _drop_vectors(self, entries: Sequence[Entry]) -> None:
+        by_user: dict[str, list[str]] = {}
+        for e in entries:
+            by_user.setdefault(e.user_id, []).append(e.id)
+        with self._lock:
+            for user_id, ids in by_user.items():
+                col = self._collection(user_id)
+                for start in range(0, len(ids), 1000):
+                    col.delete(ids=ids[start : start + 1000])
+            with self._tx() as db:
+                db.executemany("DELETE FROM tombstones WHERE entry_id = ?", [(e.id,) for e in entries])
+
+    # ------------------------------------------------------------------ export / import
+    def export_rows(self) -> Iterator[dict[str, Any]]:
+        """Every record as JSON-able dicts (entries with embeddings, edges, counters,
+        attributes, statistics, pending turns), in a stable order."""
+        yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": self.dim,
+               "embedder": self._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]}
+        for row in self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY seq"):
+            yield {"type": "entry", **self._row_to_entry(row).to_dict(with_embedding=True)}
+        for src, dst, kind, user_id, sim, ov, created in self._read(
+                "SELECT src, dst, kind, user_id, similarity, overlap, created_at FROM edges ORDER BY rowid"):
+            yield {"type": "edge", "src": src, "dst": dst, "kind": kind, "user_id": user_id,
+                   "similarity": sim, "overlap": ov, "created_at": created}
+        for user_id, person, term, entry_id in self._read(
+                "SELECT user_id, person, term, entry_id FROM mentions ORDER BY rowid"):
+            yield {"type": "mention", "user_id": user_id, "person": person, "term": term, "entry_id": entry_id}
+        for row in self._read("SELECT user_id, subject, attribute, value, entry_id, ts FROM attributes "
+                              "ORDER BY rowid"):
+            yield {"type": "attribute", **dict(zip(("user_id", "subject", "attribute", "value", "entry_id",
+                                                     "ts"), row, strict=True))}
+        for user_id, key, value in self._read("SELECT user_id, key, value FROM stats ORDER BY user_id, key"):
+            yield {"type": "stat", "user_id": user_id, "key": key, "value": value}
+        for _seq, scope, turn in self.pending():
+            yield {"type": "pending", "user_id": scope.user_id, "agent_id": scope.agent_id,
+                   "session_id": scope.session_id, "turn": turn.to_dict()}
+
+    def import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Load rows from :meth:`export_rows` (one transaction); returns entries added."""
+        entries: list[Entry] = []
+        with self._tx() as db:
+            for row in rows:
+                kind = row.get("type")
+                if kind == "meta":
+                    if int(row.get("dim", self.dim)) != self.dim:
+                        raise StoreError(f"export has dimension {row.get('dim')}, this store {self.dim}")
+                elif kind == "entry":
+                    data = {k: v for k, v in row.items() if k != "type"}
+                    entry = Entry.from_dict(data)
+                    if entry.embedding is None:
+                        raise StoreError(f"exported entry {entry.id} has no embedding")
+                    cur = db.execute(
+                        "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
+                        "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, "
+                        "embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        _entry_params(entry))
+                    entry.seq = int(cur.lastrowid)
+                    db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                               (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+                    entries.append(entry)
+                elif kind == "edge":
+                    db.execute("INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, "
+                               "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (row["src"], row["dst"], row["kind"], row["user_id"], row["similarity"],
+                                row["overlap"], row["created_at"]))
+                elif kind == "mention":
+                    db.execute("INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) "
+                               "VALUES (?, ?, ?, ?)", (row["user_id"], row["person"], row["term"], row["entry_id"]))
+                elif kind == "attribute":
+                    db.execute("INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", (row["user_id"], row["subject"], row["attribute"],
+                                                             row["value"], row["entry_id"], row["ts"]))
+                elif kind == "stat":
+                    self._bump(db, row["user_id"], {row["key"]: int(row["value"])})
+                elif kind == "pending":
+                    db.execute("INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+                               (row["user_id"], row["agent_id"], row["session_id"], json.dumps(row["turn"])))
+                else:
+                    raise StoreError(f"unknown export record type {kind!r}")
+        if entries:
+            self._index(entries)
+        return len(entries)
 
     # ------------------------------------------------------------------ life cycle
     def close(self) -> None:

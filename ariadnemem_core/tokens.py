@@ -25,7 +25,7 @@ def _bundled_cache_dir() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _encoding():  # noqa: ANN202
+def _encoding():
     if "TIKTOKEN_CACHE_DIR" not in os.environ:
         bundled = _bundled_cache_dir()
         if bundled:
