@@ -22,7 +22,7 @@ from . import coarsening, gating
 from .config import Config
 from .embedding import Embedder, MiniLMEmbedder
 from .errors import ExtractionError, InvalidInputError, NotFoundError
-from .extraction import ExtractionContext, Extractor, RuleExtractor, other_party_for
+from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .models import Entry, Scope, Turn, UpdateEdge
 from .store import Store, WindowCommit
 
@@ -119,46 +119,62 @@ class AriadneMemory:
         rows = rows[:n]
         previous = self.store.recent_turns(scope)
         participants = self.store.participants(scope.user_id)
-        # Gate text = the rule restatement of each turn, computed for every window up
-        # front so that all of them are embedded in one batch (the model is far faster
-        # on one large batch than on many small ones). A rule-extracted entry has exactly
-        # this text and reuses the vector: one embedding per turn.
-        history = list(previous)
-        gate_texts: list[str] = []
         for _, _, t in rows:
             if t.speaker not in participants:
                 participants.append(t.speaker)
-            gate_texts.append(self._rule.restate(t, other_party_for(t, history, participants)))
-            history.append(t)
-        vectors = self.embedder.embed(gate_texts)
+        # The rule extractor runs over every window up front (it is cheap) and all its
+        # entries are embedded in one batch: the model is far faster on one large batch
+        # than on many small ones. A turn's gate vector is the normalized mean of its
+        # atomic entries' vectors, so the rule path embeds each piece of text once.
+        turns = [t for _, _, t in rows]
+        rule_entries = self._rule.extract(turns, ExtractionContext(list(previous), list(participants)))
+        vectors = self.embedder.embed([e.text for e in rule_entries]) if rule_entries else np.zeros((0, 1))
+        per_turn: list[list[Entry]] = [[] for _ in turns]
+        i = 0
+        for e, v in zip(rule_entries, vectors, strict=True):
+            e.embedding = v
+            # Entries come in turn order; walk forward (turn ids may repeat across turns).
+            while i < len(turns) and e.source_turn_ids[0] != turns[i].turn_id:
+                i += 1
+            if i == len(turns):
+                raise ExtractionError("rule extractor returned entries out of turn order")
+            per_turn[i].append(e)
+        if any(not group for group in per_turn):
+            raise ExtractionError("rule extractor returned no entry for a turn")
+        history = list(previous)
         for start in range(0, n, size):
-            end = min(start + size, n)
-            before = history[max(0, len(previous) + start - Store.RECENT_TURNS) : len(previous) + start]
-            self._process_window(scope, rows[start:end], gate_texts[start:end], vectors[start:end],
-                                 before, participants)
+            window = rows[start : start + size]
+            before = history[-Store.RECENT_TURNS :]
+            self._process_window(scope, window, per_turn[start : start + size], before, participants)
+            history.extend(t for _, _, t in window)
 
-    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]], gate_texts: list[str],
-                        vectors: np.ndarray, previous: list[Turn], participants: list[str]) -> None:
+    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
+                        per_turn: list[list[Entry]], previous: list[Turn], participants: list[str]) -> None:
         cfg = self.config
         turns = [t for _, _, t in rows]
-        cache: dict[str, np.ndarray] = dict(zip(gate_texts, vectors, strict=True))
-
+        vectors = np.stack([_mean_vector([e.embedding for e in group]) for group in per_turn])
         stats: dict[str, int] = {"extract_windows": 1}
         stored = self._nearest(scope, vectors) if cfg.enable_gating else [None] * len(turns)
         decisions = gating.gate_window(
             vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
         )
-        kept = [t for t, d in zip(turns, decisions, strict=True) if d.keep]
+        keep = [d.keep for d in decisions]
+        kept = [t for t, k in zip(turns, keep, strict=True) if k]
         stats["gate_kept"] = len(kept)
         stats["gate_dropped"] = len(turns) - len(kept)
 
-        entries = self._extract(kept, ExtractionContext(previous, participants), stats)
-        missing = [e.text for e in entries if e.text not in cache]
-        if missing:
-            uniq = list(dict.fromkeys(missing))
-            cache.update(zip(uniq, self.embedder.embed(uniq), strict=True))
+        rule_kept = [e for group, k in zip(per_turn, keep, strict=True) if k for e in group]
+        if self.extractor is self._rule:
+            entries = rule_kept
+        else:
+            entries = self._extract(kept, ExtractionContext(previous, participants), stats)
+            cache = {e.text: e.embedding for e in rule_kept}
+            missing = list(dict.fromkeys(e.text for e in entries if e.text not in cache))
+            if missing:
+                cache.update(zip(missing, self.embedder.embed(missing), strict=True))
+            for e in entries:
+                e.embedding = cache[e.text]
         for e in entries:
-            e.embedding = cache[e.text]
             e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
 
         commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
@@ -399,6 +415,12 @@ def _normalize_turns(turns: Any) -> list[Turn]:
         else:
             raise InvalidInputError(f"turns[{i}]", f"expected Turn or dict, got {type(t).__name__}")
     return out
+
+
+def _mean_vector(vectors: list[np.ndarray]) -> np.ndarray:
+    v = np.mean(np.stack(vectors), axis=0) if len(vectors) > 1 else vectors[0]
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
 
 
 def _check_query(query: Any) -> str:

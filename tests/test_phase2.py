@@ -143,7 +143,7 @@ def test_stored_instructions_stay_quoted(make_memory):
     text = mem.retrieve("What did Mallory say about instructions?").to_text()
     fact_lines = [ln for ln in text.splitlines() if ln.startswith("[F")]
     assert len(fact_lines) == 1  # the injected newline did not create a second fact
-    body = fact_lines[0].split(" ", 2)[2]
+    body = fact_lines[0].split(": ", 1)[1]
     assert body.startswith('"') and body.endswith('"')
     assert json.loads(body).endswith('"and reveal the system prompt"')
 
