@@ -22,6 +22,7 @@ Why this split:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import re
@@ -189,8 +190,13 @@ class Store:
         self.dim = dim
         self._lock = threading.RLock()
         self._closed = False
+        self._guard_depth = 0
+        self._gen = -1
+        self._stale = False
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            # Cross-process writer lock (see ``_write_guard``).
+            self._lockfile = (self.path / "write.lock").open("a+")
             self._db = sqlite3.connect(
                 self.path / "memory.sqlite3", timeout=60.0, check_same_thread=False,
                 isolation_level=None,
@@ -204,12 +210,13 @@ class Store:
         self._check_meta(embedder_name)
         self._chroma = self._open_chroma()
         self._collections: dict[str, Any] = {}
+        self._gen = self._generation()
         self.reconcile()
 
     # ------------------------------------------------------------------ set-up
     def _check_meta(self, embedder_name: str) -> None:
         with self._tx() as db:
-            rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            rows = dict(db.execute("SELECT key, value FROM meta WHERE key != 'generation'").fetchall())
             if not rows:
                 db.executemany(
                     "INSERT INTO meta(key, value) VALUES (?, ?)",
@@ -237,6 +244,7 @@ class Store:
             raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
 
     def _collection(self, user_id: str):
+        self._refresh_if_stale()
         col = self._collections.get(user_id)
         if col is None:
             # embedding_function=None is essential: the default one downloads a model.
@@ -248,15 +256,58 @@ class Store:
             self._collections[user_id] = col
         return col
 
+    # ------------------------------------------------------------------ concurrency
+    # Threads: one RLock. Processes: SQLite in WAL mode with a busy timeout serializes
+    # the records, an exclusive ``flock`` on ``write.lock`` serializes writers across
+    # the SQLite transaction *and* the chromadb write that follows it, and a generation
+    # counter in ``meta`` (bumped by every write) tells a process that another one wrote:
+    # its chromadb client, which caches the vector index in memory, is then reopened
+    # before the next dense read or write. Readers never take the file lock; they see
+    # whole entries (SQLite snapshots), at worst without the vectors of a write that is
+    # still in flight.
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _write_guard(self) -> Iterator[None]:
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
+            if self._guard_depth == 0:
+                fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_EX)
+            self._guard_depth += 1
+            try:
+                yield
+            finally:
+                self._guard_depth -= 1
+                if self._guard_depth == 0:
+                    fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_UN)
+
+    def _generation(self) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _refresh_if_stale(self) -> None:
+        gen = self._generation()
+        if gen == self._gen and not self._stale:
+            return
+        self._gen = gen
+        self._stale = False
+        with suppress(Exception):
+            self._chroma.close()
+        self._collections.clear()
+        self._chroma = self._open_chroma()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._write_guard():
             try:
                 self._db.execute("BEGIN IMMEDIATE")
+                if self._generation() != self._gen:
+                    self._stale = True  # another process wrote since we last looked
+                self._db.execute(
+                    "INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) "
+                    "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
                 yield self._db
                 self._db.execute("COMMIT")
+                self._gen = self._generation()
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
@@ -272,7 +323,7 @@ class Store:
     def reconcile(self) -> dict[str, int]:
         """Make the dense index agree with the records (run on open; cheap when clean)."""
         report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0}
-        with self._lock:
+        with self._write_guard():
             for entry_id, user_id in self._read("SELECT entry_id, user_id FROM tombstones"):
                 self._collection(user_id).delete(ids=[entry_id])
                 report["removed"] += 1
@@ -353,7 +404,13 @@ class Store:
     # ------------------------------------------------------------------ window commit
     def commit_window(self, commit: WindowCommit) -> None:
         """Apply one window atomically, then index its new vectors."""
+        with self._write_guard():
+            self._commit_window(commit)
+
+    def _commit_window(self, commit: WindowCommit) -> None:
         scope = commit.scope
+        if self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"):
+            self.reconcile()  # a writer died between its commit and its vector write
         with self._tx() as db:
             if commit.processed_pending:
                 db.executemany("DELETE FROM pending_turns WHERE seq = ?",
@@ -569,6 +626,10 @@ class Store:
     def delete(self, entry_id: str, user_id: str | None = None) -> bool:
         """Remove one entry from every index; update chains through it are repaired
         (``a -> x -> b`` becomes ``a -> b``). Returns False if it did not exist."""
+        with self._write_guard():
+            return self._delete(entry_id, user_id)
+
+    def _delete(self, entry_id: str, user_id: str | None) -> bool:
         found = self.get([entry_id], user_id)
         if entry_id not in found:
             return False
@@ -590,6 +651,10 @@ class Store:
 
     def forget(self, scope: Scope) -> int:
         """Remove every entry (and pending turn) of a scope; returns how many entries."""
+        with self._write_guard():
+            return self._forget(scope)
+
+    def _forget(self, scope: Scope) -> int:
         victims = self.entries(scope)
         with self._tx() as db:
             self._delete_rows(db, victims)
@@ -607,6 +672,10 @@ class Store:
 
     def clear(self) -> None:
         """Remove everything (all users)."""
+        with self._write_guard():
+            self._clear()
+
+    def _clear(self) -> None:
         users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
         with self._tx() as db:
             for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
@@ -666,6 +735,10 @@ class Store:
 
     def import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
         """Load rows from :meth:`export_rows` (one transaction); returns entries added."""
+        with self._write_guard():
+            return self._import_rows(rows)
+
+    def _import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
         entries: list[Entry] = []
         with self._tx() as db:
             for row in rows:
@@ -718,7 +791,10 @@ class Store:
             self._closed = True
             self._db.close()
             self._collections.clear()
+            with suppress(Exception):
+                self._chroma.close()
             self._chroma = None
+            self._lockfile.close()
         if self._temp:
             shutil.rmtree(self.path, ignore_errors=True)
 

@@ -1,0 +1,132 @@
+"""Scopes, deletion, forgetting, export/import round trips."""
+
+from __future__ import annotations
+
+import pytest
+
+from ariadnemem_core import NotFoundError
+from tests.conftest import turn
+
+HOUR = 60
+DAY = 24 * HOUR
+
+
+def dialogue(prefix: str):
+    return [
+        turn("Maya", "I went climbing at the gym on Elm Street.", 0, f"{prefix}1"),
+        turn("Maya", "My phone number is 555-0142.", 5, f"{prefix}2"),
+        turn("Leo", "The kickoff meeting is at 2 pm on Friday.", 10, f"{prefix}3"),
+        turn("Leo", "The kickoff meeting moved to 3 pm on Friday.", 2 * DAY, f"{prefix}4"),
+        turn("Maya", "I went climbing again and finished a V3 route.", 3 * DAY, f"{prefix}5"),
+        turn("Maya", "Ana suggested a hotel in Alfama for the Lisbon trip.", 4 * DAY, f"{prefix}6"),
+    ]
+
+
+QUESTIONS = [
+    "What is Maya's phone number?",  # attribute fast path
+    "How many times did Maya go climbing?",  # counter fast path
+    "When is the kickoff meeting?",  # update chain
+    "Where is Maya staying in Lisbon and who suggested it?",  # multi-hop / bridges
+    "climbing",  # lexical
+]
+
+
+def test_users_never_see_each_others_memories(make_memory):
+    mem = make_memory("iso")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.add(dialogue("b"), user_id="bob")
+    mem.flush()
+    alice_ids = {e.id for e in mem.entries("alice")}
+    bob_ids = {e.id for e in mem.entries("bob")}
+    assert alice_ids and bob_ids and not alice_ids & bob_ids
+    for q in QUESTIONS:
+        for user, own, prefix in (("alice", alice_ids, "a"), ("bob", bob_ids, "b")):
+            g = mem.retrieve(q, user_id=user)
+            assert g.facts, q
+            assert {f.id for f in g.facts} <= own, (user, q)
+            assert all(t.startswith(prefix) for f in g.facts for t in f.source_turn_ids)
+            assert {n for p in g.paths for n in p} <= own
+    assert mem.retrieve("anything about climbing", user_id="carol").facts == []
+
+
+def test_agent_and_session_scopes_filter_reads(make_memory):
+    mem = make_memory("scopes")
+    mem.add([turn("Maya", "I love the blue climbing shoes.", 0, "s1")], user_id="u", session_id="one")
+    mem.add([turn("Maya", "I love the red climbing shoes.", DAY, "s2")], user_id="u", session_id="two")
+    mem.flush()
+    assert {e.source_turn_ids[0] for e in mem.entries("u")} == {"s1", "s2"}
+    assert {e.source_turn_ids[0] for e in mem.entries("u", session_id="one")} == {"s1"}
+    g = mem.retrieve("Which climbing shoes does Maya love?", user_id="u", session_id="two")
+    assert {t for f in g.facts for t in f.source_turn_ids} == {"s2"}
+
+
+def test_delete_removes_from_every_index_and_repairs_chain(make_memory):
+    mem = make_memory("del")
+    mem.add([turn("Leo", "The kickoff meeting is at 2 pm on Friday.", 0, "m1"),
+             turn("Leo", "The kickoff meeting moved to 3 pm on Friday.", 2 * HOUR, "m2"),
+             turn("Leo", "The kickoff meeting moved to 4 pm on Friday.", 4 * HOUR, "m3")])
+    mem.flush()
+    ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
+    assert [(e.src, e.dst) for e in mem.edges()][:1] == [(ids["m1"], ids["m2"])]
+    mem.delete(ids["m2"])
+    with pytest.raises(NotFoundError):
+        mem.get(ids["m2"])
+    assert ids["m2"] not in {e.id for e in mem.entries()}
+    assert (ids["m1"], ids["m3"]) in {(e.src, e.dst) for e in mem.edges()}
+    assert all(ids["m2"] not in (e.src, e.dst) for e in mem.edges())
+    assert ids["m2"] not in {i for i, _ in mem.store.lexical_search(mem_scope(), "kickoff meeting", 10)}
+    import numpy as np
+    dense = mem.store.dense_search(mem_scope(), np.stack([mem.get(ids["m1"]).embedding]), 10)[0]
+    assert ids["m2"] not in {i for i, _ in dense}
+    with pytest.raises(NotFoundError):
+        mem.delete(ids["m2"])
+
+
+def mem_scope():
+    from ariadnemem_core import Scope
+
+    return Scope("default")
+
+
+def test_forget_a_user_leaves_others_untouched(make_memory):
+    mem = make_memory("forget")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.add(dialogue("b"), user_id="bob")
+    mem.flush()
+    n_bob = len(mem.entries("bob"))
+    assert mem.forget("alice") > 0
+    assert mem.entries("alice") == [] and mem.retrieve("climbing", user_id="alice").facts == []
+    assert mem.retrieve("What is Maya's phone number?", user_id="alice").fast_path is None
+    assert len(mem.entries("bob")) == n_bob
+    assert mem.stats("alice")["entries"] == 0
+
+
+def test_clear_removes_everything(make_memory):
+    mem = make_memory("clear")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.flush()
+    mem.clear()
+    assert mem.entries("alice") == [] and mem.stats()["entries"] == 0
+    mem.add(dialogue("c"), user_id="alice")
+    mem.flush()
+    assert mem.entries("alice")
+
+
+def test_export_import_round_trip(make_memory, tmp_path):
+    mem = make_memory("src")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.add(dialogue("b"), user_id="bob")
+    mem.flush()
+    mem.add([turn("Maya", "A pending turn not yet extracted.", 5 * DAY, "p1")], user_id="alice")
+    path = tmp_path / "export.jsonl"
+    assert mem.export(path) > 0
+    copy = make_memory("dst")
+    copy.import_(path)
+    for user in ("alice", "bob"):
+        assert [e.to_dict(with_embedding=True) for e in copy.entries(user)] == \
+            [e.to_dict(with_embedding=True) for e in mem.entries(user)]
+        assert [(e.src, e.dst, e.kind) for e in copy.edges(user)] == [(e.src, e.dst, e.kind) for e in mem.edges(user)]
+        assert copy.stats(user) == mem.stats(user)
+        for q in QUESTIONS:
+            assert copy.retrieve(q, user_id=user).to_text() == mem.retrieve(q, user_id=user).to_text()
+    assert copy.store.mentions("alice", "maya", ["climb"]) == mem.store.mentions("alice", "maya", ["climb"])
