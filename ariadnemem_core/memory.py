@@ -52,7 +52,7 @@ class AriadneMemory:
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self._rule = RuleExtractor()
+        self._rule = RuleExtractor(split_sentences=self.config.atomic_sentences)
         self.extractor: Extractor = extractor or self._rule
         self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name)
         self._write_lock = threading.RLock()

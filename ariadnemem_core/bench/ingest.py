@@ -25,10 +25,29 @@ TARGET_TURNS_PER_S = 300.0
 
 
 def warm_embedder(embedder: Any) -> float:
-    """Load the model now (seconds taken) so later timings measure steady-state work."""
+    """Load the model and the tokenizer now (seconds taken) so that later timings measure
+    steady-state work, not one-off imports (the first token count imports tiktoken's data)."""
+    from ..tokens import count_tokens
+
     t0 = time.perf_counter()
     embedder.embed(["warm up the embedding model"])
+    count_tokens("warm up the tokenizer")
     return time.perf_counter() - t0
+
+
+def set_torch_threads(threads: int | None) -> int | None:
+    """Pin torch's intra-op threads (None: leave torch's default); returns the count in use.
+
+    On a busy 2-core machine two torch threads spin against other processes and MiniLM
+    gets several times slower than with one thread, so the benches can pin it and record it.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch comes with sentence-transformers
+        return None
+    if threads:
+        torch.set_num_threads(threads)
+    return int(torch.get_num_threads())
 
 
 def ingest_conversation(mem: Any, conv: Conversation) -> float:
@@ -79,7 +98,7 @@ def ingest_all(mem: Any, convs: Sequence[Conversation], prog: Any, label: str = 
 
 def run_ingest(path: str | Path, out: str | Path | None = None, *, config: Config | None = None,
                embedder: Any = None, store: str | Path | None = None, conversations: Sequence[str] | None = None,
-               progress: bool = True) -> dict[str, Any]:
+               progress: bool = True, threads: int | None = None) -> dict[str, Any]:
     """Ingest a LoCoMo file (one user per conversation); write ingest.json and ingest.md.
 
     ``out=None`` writes to ``bench-results/ingest``. ``store`` keeps the memory on disk
@@ -89,6 +108,7 @@ def run_ingest(path: str | Path, out: str | Path | None = None, *, config: Confi
     from ..memory import AriadneMemory
 
     t_start = time.perf_counter()
+    torch_threads = set_torch_threads(threads)
     dataset = load_locomo(path, conversations)
     embedder = embedder or MiniLMEmbedder()
     load_s = warm_embedder(embedder)
@@ -111,7 +131,7 @@ def run_ingest(path: str | Path, out: str | Path | None = None, *, config: Confi
         "model_load_s": round(load_s, 3),
         "embedder": getattr(embedder, "name", type(embedder).__name__),
         "config": cfg.to_dict(),
-        "environment": environment(),
+        "environment": environment() | {"torch_threads": torch_threads},
         "peak_rss": peak_rss(),
         "elapsed_s": time.perf_counter() - t_start,
     }

@@ -239,6 +239,13 @@ def load_conversation(sample: Mapping[str, Any]) -> Conversation:
                         turns, questions, repair)
 
 
+def sample_ids(path: str | Path) -> list[str]:
+    """The sample ids in a LoCoMo file, in file order (for validating user input early)."""
+    with Path(path).open(encoding="utf-8") as fh:
+        data = json.load(fh)
+    return [str(s["sample_id"]) for s in ([data] if isinstance(data, dict) else data)]
+
+
 def load_locomo(path: str | Path, conversations: Iterable[str] | None = None) -> Dataset:
     """Read a LoCoMo JSON file (a list of samples); optionally keep only some sample ids.
 

@@ -1,0 +1,140 @@
+"""End-to-end QA: answer benchmark questions with one synthesis call each, then score.
+
+Why split in two: :func:`answer_items` never sees a gold answer (items carrying one are
+rejected), and :func:`score_items` is the only place golds enter, so no gold text can
+reach a prompt by construction.
+
+An item is ``{"qid", "question", "category", "context_text", "graph" (optional)}``. With a
+``graph`` (an EvidenceGraph from ``AriadneMemory.retrieve``) the answer is synthesized
+from it; otherwise from ``context_text`` (flat baselines: a retrieved text block).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import LLMError
+from ..llm import LLMClient
+from ..synthesis import synthesize
+from .qa_metrics import score_answer
+
+#: Keys that would carry a gold answer; :func:`answer_items` refuses items with them.
+GOLD_KEYS = ("answer", "gold", "gold_answer", "adversarial_answer", "answers")
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+class TextContext:
+    """A flat text block posing as a graph for :func:`~ariadnemem_core.synthesis.synthesize`
+    (``to_text`` is the block; no facts, so the offline answer is "not mentioned")."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.facts: list[Any] = []
+        self.fast_path: str | None = None
+
+    def to_text(self) -> str:
+        return self.text
+
+
+def _answer_one(item: Mapping[str, Any], client: LLMClient | None) -> dict[str, Any]:
+    leaked = [k for k in GOLD_KEYS if k in item]
+    if leaked:
+        raise ValueError(f"item {item.get('qid')!r} carries gold keys {leaked}: pass golds to score_items only")
+    graph = item.get("graph")
+    if graph is None:
+        graph = TextContext(str(item.get("context_text") or ""))
+    out = {k: v for k, v in item.items() if k != "graph"}
+    started = time.perf_counter()
+    try:
+        ans = synthesize(str(item["question"]), graph, client)
+    except LLMError as exc:  # one failed question must not abort a benchmark run
+        out.update(prediction="", latency_s=round(time.perf_counter() - started, 6), prompt_tokens=0,
+                   completion_tokens=0, mode="error", fact_ids=[], error=str(exc))
+        return out
+    out.update(
+        prediction=ans.text,
+        latency_s=round(ans.latency_s, 6),
+        prompt_tokens=int(ans.usage.get("prompt_tokens", 0)),
+        completion_tokens=int(ans.usage.get("completion_tokens", 0)),
+        mode=ans.mode,
+        fact_ids=list(ans.fact_ids),
+        error=None,
+    )
+    return out
+
+
+def answer_items(items: Sequence[Mapping[str, Any]], client: LLMClient | None, *,
+                 concurrency: int = 2) -> list[dict[str, Any]]:
+    """Answer every item (one LLM call each, ``concurrency`` in flight), in input order.
+
+    Each result is the item (minus ``graph``) plus ``prediction, latency_s, prompt_tokens,
+    completion_tokens, mode, fact_ids, error``. An LLM failure is recorded in ``error``
+    (prediction ""), not raised. Items must not carry gold answers (ValueError).
+    """
+    items = list(items)
+    for item in items:  # validate all before spending any call
+        if "question" not in item:
+            raise ValueError(f"item {item.get('qid')!r} has no question")
+        leaked = [k for k in GOLD_KEYS if k in item]
+        if leaked:
+            raise ValueError(f"item {item.get('qid')!r} carries gold keys {leaked}: pass golds to score_items only")
+    if concurrency <= 1 or len(items) <= 1:
+        return [_answer_one(it, client) for it in items]
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ariadnemem-qa") as pool:
+        return list(pool.map(lambda it: _answer_one(it, client), items))
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 6) if values else 0.0
+
+
+def _block(rows: list[dict[str, float]]) -> dict[str, Any]:
+    return {
+        "n": len(rows),
+        "f1": _mean([r["f1"] for r in rows]),
+        "f1_simple": _mean([r["f1_simple"] for r in rows]),
+        "bleu1": _mean([r["bleu1"] for r in rows]),
+    }
+
+
+def score_items(results: Sequence[Mapping[str, Any]],
+                golds: Mapping[Any, Any] | Sequence[Any]) -> dict[str, Any]:
+    """Score predictions against golds: per category, overall, and overall without the
+    adversarial category 5 (most papers report that one).
+
+    ``golds``: ``{qid: gold answer}`` or a sequence aligned with ``results``. For
+    category 5 pass the adversarial answer (or None); its official score only checks
+    that the prediction abstains. Returns ``{"overall", "overall_excl_adversarial",
+    "categories": {"1": {...}, ...}, "items": [...], "errors"}``; every block has
+    ``n, f1`` (LoCoMo official), ``f1_simple`` and ``bleu1``.
+    """
+    results = list(results)
+    if isinstance(golds, Mapping):
+        missing = [r.get("qid") for r in results if r.get("qid") not in golds]
+        if missing:
+            raise KeyError(f"no gold answer for qids {missing[:5]}{'...' if len(missing) > 5 else ''}")
+        gold_list = [golds[r.get("qid")] for r in results]
+    else:
+        gold_list = list(golds)
+        if len(gold_list) != len(results):
+            raise ValueError(f"{len(results)} results but {len(gold_list)} golds")
+    per_item: list[dict[str, Any]] = []
+    by_cat: dict[int, list[dict[str, float]]] = {}
+    for r, gold in zip(results, gold_list, strict=True):
+        cat = int(r["category"])
+        s = score_answer(r.get("prediction") or "", "" if gold is None else gold, cat)
+        by_cat.setdefault(cat, []).append(s)
+        per_item.append({"qid": r.get("qid"), "category": cat, **{k: round(v, 6) for k, v in s.items()}})
+    all_rows = [s for rows in by_cat.values() for s in rows]
+    no_adv = [s for c, rows in by_cat.items() if c != 5 for s in rows]
+    return {
+        "overall": _block(all_rows),
+        "overall_excl_adversarial": _block(no_adv),
+        "categories": {str(c): {"name": CATEGORY_NAMES.get(c, str(c)), **_block(rows)}
+                       for c, rows in sorted(by_cat.items())},
+        "items": per_item,
+        "errors": sum(1 for r in results if r.get("error")),
+    }

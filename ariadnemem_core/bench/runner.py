@@ -1,0 +1,213 @@
+"""``run_locomo``: AriadneMem, its ablations and the flat baselines on LoCoMo, in one run.
+
+Every system sees the same conversations, the same embedder instance and the same
+questions. Query embedding is excluded from every latency (questions are embedded in one
+batch per conversation first; the memory's embedder serves them from its cache and the
+baselines get the vectors), so the latencies compare the retrieval methods themselves —
+``ariadnemem bench latency`` reports the figures with embedding included.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from .baselines import METHODS, FlatIndex
+from .ingest import ingest_all, set_torch_threads, warm_embedder
+from .locomo import CATEGORIES, Conversation, Dataset, load_locomo
+from .metrics import QuestionRecord, bridges_in, covered_turns, make_record, peak_rss, summarize
+from .progress import progress_bar
+from .report import DEFAULT_OUT, environment, locomo_markdown, write_json, write_jsonl
+
+MAIN = "AriadneMem"
+WARMUP_QUERY = "What happened recently?"
+BASELINE_KS = (10, 30)
+
+
+def parse_ablations(value: str | Iterable[str] | None) -> list[str]:
+    """``"gating,bridges"`` or a list -> validated, de-duplicated names (ValueError if unknown)."""
+    if not value:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in Config.ABLATIONS:
+            raise ValueError(f"unknown ablation {name!r}; choose from {', '.join(Config.ABLATIONS)}")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def system_name(ablation: str | None) -> str:
+    return MAIN if ablation is None else f"{MAIN} w/o {ablation}"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Dataset, embedder: Any, store: Path | None,
+                   prog: Any, diagnostics: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Build one memory over every conversation, then ask every question."""
+    from ..memory import AriadneMemory
+
+    path = store / slug(name) if store is not None else None
+    records: list[QuestionRecord] = []
+    with AriadneMemory(path, cfg, embedder=embedder) as mem:
+        ingest = ingest_all(mem, dataset.conversations, prog, label=f"{name}: ingest")
+        if dataset.conversations:  # untimed: first-query costs (index loads) are not retrieval
+            mem.retrieve(WARMUP_QUERY, user_id=dataset.conversations[0].user_id)
+        task = prog.add_task(f"{name}: questions", total=dataset.n_questions)
+        for conv in dataset.conversations:
+            questions = [q.question for q in conv.questions]
+            embedder.embed(questions)  # warm the cache: latency below excludes query embedding
+            stored = ({tid for e in mem.entries(user_id=conv.user_id) for tid in e.source_turn_ids}
+                      if diagnostics is not None else set())
+            for q in conv.questions:
+                t0 = time.perf_counter()
+                graph = mem.retrieve(q.question, user_id=conv.user_id)
+                latency = (time.perf_counter() - t0) * 1000.0
+                covered = covered_turns(graph)
+                rec = make_record(q.qid, q.category, q.evidence, covered, graph.token_count(), latency,
+                                  fast_path=graph.fast_path is not None, bridges=bridges_in(graph))
+                records.append(rec)
+                if diagnostics is not None:
+                    diagnostics.append(_diagnostic(conv, q, rec, graph, stored, cfg))
+                prog.advance(task)
+        prog.remove_task(task)
+    return {
+        "kind": "ariadnemem",
+        "ablation": ablation,
+        "config": cfg.to_dict(),
+        "store": str(path) if path is not None else None,
+        "ingest": ingest,
+        "summary": summarize(records),
+        "peak_rss_mb_so_far": peak_rss()["ru_maxrss_mb"],
+    }
+
+
+def _diagnostic(conv: Conversation, q: Any, rec: QuestionRecord, graph: Any, stored: set[str],
+                cfg: Config) -> dict[str, Any]:
+    """Where each missed evidence turn was lost. Never includes the gold answer."""
+    missed = [e for e in q.evidence if e not in rec.covered]
+    # With the gate off a turn missing from the store can only have been lost by extraction.
+    absent = "gating" if cfg.enable_gating else "extraction"
+    return {
+        "qid": q.qid,
+        "sample_id": conv.sample_id,
+        "category": q.category,
+        "category_name": CATEGORIES.get(q.category),
+        "question": q.question,
+        "evidence": q.evidence,
+        "raw_evidence": q.raw_evidence if q.raw_evidence != q.evidence else None,
+        "covered": rec.covered,
+        "missed": missed,
+        "lost_at": {m: (absent if m not in stored else "retrieval") for m in missed},
+        "recall": rec.recall,
+        "tokens": rec.tokens,
+        "latency_ms": round(rec.latency_ms, 3),
+        "facts": len(graph.facts),
+        "bridges": rec.bridges,
+        "fast_path": graph.fast_path,
+    }
+
+
+def _baselines(dataset: Dataset, embedder: Any, ks: Sequence[int], prog: Any) -> dict[str, dict[str, Any]]:
+    """Flat BM25 / dense / hybrid top-k over the raw turns of each conversation."""
+    records: dict[tuple[str, int], list[QuestionRecord]] = {(m, k): [] for m in METHODS for k in ks}
+    task = prog.add_task("flat baselines", total=dataset.n_questions)
+    for conv in dataset.conversations:
+        index = FlatIndex.from_turns(conv.turns, embedder)  # one embedding batch per conversation
+        try:
+            qvecs = embedder.embed([q.question for q in conv.questions])
+            for q, qvec in zip(conv.questions, qvecs, strict=True):
+                for method in METHODS:
+                    for k in ks:
+                        res = index.search(method, q.question, k, query_vector=qvec)
+                        records[(method, k)].append(
+                            make_record(q.qid, q.category, q.evidence, res.ids, res.tokens, res.latency_ms))
+                prog.advance(task)
+        finally:
+            index.close()
+    prog.remove_task(task)
+    return {
+        f"flat-{m}@{k}": {"kind": "baseline", "method": m, "k": k, "ingest": None, "summary": summarize(recs)}
+        for (m, k), recs in records.items()
+    }
+
+
+def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out: str | Path | None = None,
+               ablate: str | Iterable[str] = (), *, store: str | Path | None = None, config: Config | None = None,
+               embedder: Any = None, ks: Sequence[int] = BASELINE_KS, progress: bool = True,
+               write: bool = True, threads: int | None = None) -> dict[str, Any]:
+    """Run the LoCoMo evidence-recall bench; returns the results dict (and writes files).
+
+    ``out=None`` writes to ``bench-results/locomo`` (``write=False``: nothing written).
+    ``ablate`` adds one system per name, built with ``Config().ablate(name)`` and ingested
+    again. ``store`` keeps each system's memory under ``store/<system>`` (a later run with
+    the same store reuses complete conversations instead of ingesting them again).
+    ``threads`` pins torch's CPU threads (see :func:`set_torch_threads`).
+    """
+    from ..embedding import MiniLMEmbedder
+
+    t_start = time.perf_counter()
+    torch_threads = set_torch_threads(threads)
+    names = parse_ablations(ablate)
+    dataset = load_locomo(path, conversations)
+    embedder = embedder or MiniLMEmbedder()
+    load_s = warm_embedder(embedder)
+    base = config or Config()
+    store_dir = Path(store) if store is not None else None
+    diagnostics: list[dict[str, Any]] = []
+    systems: dict[str, dict[str, Any]] = {}
+    with progress_bar(progress) as prog:
+        systems[MAIN] = _memory_system(MAIN, base, None, dataset, embedder, store_dir, prog, diagnostics)
+        systems[MAIN]["ingest"]["embedding_cache"] = "cold"
+        for name in names:
+            sname = system_name(name)
+            systems[sname] = _memory_system(sname, base.ablate(name), name, dataset, embedder, store_dir, prog, None)
+            # The embedder (and its text cache) is shared, so this ingest re-embeds little:
+            # its speed is not comparable with the first system's (see ``bench ingest``).
+            systems[sname]["ingest"]["embedding_cache"] = "warm"
+        systems.update(_baselines(dataset, embedder, ks, prog))
+
+    by_cat: dict[str, int] = {}
+    for c in dataset.conversations:
+        for q in c.questions:
+            by_cat[str(q.category)] = by_cat.get(str(q.category), 0) + 1
+    results: dict[str, Any] = {
+        "benchmark": "locomo",
+        "metric": "evidence recall over Fact.source_turn_ids (AriadneMem) / retrieved turn ids (flat)",
+        "dataset": {
+            "path": str(path),
+            "conversations": [c.sample_id for c in dataset.conversations],
+            "turns": dataset.n_turns,
+            "questions": dataset.n_questions,
+            "questions_scored": sum(1 for c in dataset.conversations for q in c.questions if q.scored),
+            "questions_by_category": dict(sorted(by_cat.items())),
+            "categories": {str(k): v for k, v in CATEGORIES.items()},
+            "evidence_repair": dataset.repair.to_dict(),
+        },
+        "config": base.to_dict(),
+        "embedder": getattr(embedder, "name", type(embedder).__name__),
+        "model_load_s": round(load_s, 3),
+        "latency_note": "retrieval only; query embedding excluded for every system",
+        "systems": systems,
+        "environment": environment() | {"torch_threads": torch_threads},
+        "peak_rss": peak_rss(),
+        "elapsed_s": time.perf_counter() - t_start,
+    }
+    if write:
+        out_dir = Path(out) if out is not None else DEFAULT_OUT
+        write_json(out_dir / "results.json", results)
+        (out_dir / "results.md").write_text(locomo_markdown(results), encoding="utf-8")
+        write_jsonl(out_dir / "diagnostics.jsonl", diagnostics)
+        results["out"] = str(out_dir)
+    return results

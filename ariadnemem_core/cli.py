@@ -1,0 +1,124 @@
+"""``ariadnemem`` command line: ``demo`` and the benches.
+
+    ariadnemem demo
+    ariadnemem bench locomo PATH [--conversations ID,...] [--out DIR] [--ablate NAME,...] [--store DIR]
+    ariadnemem bench ingest PATH [--out DIR] [--store DIR]
+    ariadnemem bench latency PATH [--conversation ID] [--out DIR]
+
+Progress goes to stderr; stdout gets only the final summary (where the results are and
+the headline numbers), so the output can be piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ariadnemem", description="AriadneMem: graph-structured long-term memory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="run the offline demo dialogue (ariadnemem demo --help for its options)")
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+
+    loc = bench.add_parser("locomo", help="LoCoMo evidence recall vs flat baselines (no LLM)")
+    loc.add_argument("path", type=Path, help="LoCoMo JSON file (a list of samples)")
+    loc.add_argument("--conversations", type=_csv, default=None, help="sample ids, comma-separated (default: all)")
+    loc.add_argument("--out", type=Path, default=Path("bench-results/locomo"), help="output directory")
+    loc.add_argument("--ablate", type=_csv, default=[],
+                     help="extra systems with a component off: gating,coarsening,bridges,paths,fastpaths")
+    loc.add_argument("--store", type=Path, default=None,
+                     help="keep each system's memory under DIR/<system> (reused by later runs)")
+    loc.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    loc.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    ing = bench.add_parser("ingest", help="ingest throughput over a whole LoCoMo file")
+    ing.add_argument("path", type=Path)
+    ing.add_argument("--out", type=Path, default=Path("bench-results/ingest"))
+    ing.add_argument("--store", type=Path, default=None, help="persist the memory in DIR (default: temporary)")
+    ing.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    ing.add_argument("--quiet", action="store_true")
+
+    lat = bench.add_parser("latency", help="retrieval latency vs flat hybrid over the same entries")
+    lat.add_argument("path", type=Path)
+    lat.add_argument("--conversation", default=None, help="sample id (default: the file's first)")
+    lat.add_argument("--out", type=Path, default=Path("bench-results/latency"))
+    lat.add_argument("-k", type=int, default=10, help="flat hybrid top-k (default 10)")
+    lat.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    lat.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def _check_path(parser: argparse.ArgumentParser, path: Path) -> None:
+    if not path.is_file():
+        parser.error(f"no such file: {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:  # the demo has its own options (``ariadnemem demo --help``)
+        from .demo import main as demo_main
+
+        result = demo_main(argv[1:])
+        return result if isinstance(result, int) else 0
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    _check_path(parser, args.path)
+    # Usage errors (unknown ids or ablation names) are reported before any work starts.
+    from .bench.locomo import sample_ids
+    from .bench.runner import parse_ablations
+
+    known = sample_ids(args.path)
+    wanted = args.conversations if args.bench == "locomo" else ([args.conversation] if args.bench == "latency"
+                                                                  and args.conversation else [])
+    unknown = [w for w in wanted or [] if w not in known]
+    if unknown:
+        parser.error(f"unknown conversation ids {unknown}; the file has {', '.join(known)}")
+    if args.bench == "locomo":
+        try:
+            ablate = parse_ablations(args.ablate)
+        except ValueError as exc:
+            parser.error(str(exc))
+        from .bench.report import LOCOMO_HEADERS, locomo_rows, markdown_table
+        from .bench.runner import run_locomo
+
+        res = run_locomo(args.path, args.conversations, args.out, ablate, store=args.store,
+                         progress=not args.quiet, threads=args.threads)
+        print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
+        print(f"\nwrote {Path(res['out']) / 'results.md'}, results.json, diagnostics.jsonl "
+              f"({res['elapsed_s']:.0f} s)")
+    elif args.bench == "ingest":
+        from .bench.ingest import run_ingest
+
+        res = run_ingest(args.path, args.out, store=args.store, progress=not args.quiet, threads=args.threads)
+        f = res["ingest"]
+        print(f"{f['turns']} turns in {f['seconds']:.1f} s = {f['turns_per_s'] or 0:.0f} turns/s; "
+              f"{f['entries']} entries; gate drop {100 * (f['gate_drop_rate'] or 0):.1f} %; "
+              f"MERGE {f['merge']} LINK {f['link']} ADD {f['add']}; "
+              f"peak RSS {res['peak_rss']['ru_maxrss_mb']} MB")
+        print(f"wrote {Path(res['out']) / 'ingest.md'} and ingest.json")
+    elif args.bench == "latency":
+        from .bench.latency import run_latency
+
+        res = run_latency(args.path, args.conversation, args.out, k=args.k, progress=not args.quiet,
+                          threads=args.threads)
+        a, f = res["ariadnemem"], res["flat_hybrid"]
+        print(f"AriadneMem p50 {a['without_embedding']['p50_ms']:.1f} ms / p95 "
+              f"{a['without_embedding']['p95_ms']:.1f} ms (with query embedding: p50 "
+              f"{a['with_embedding']['p50_ms']:.1f} ms); flat hybrid p50 "
+              f"{f['without_embedding']['p50_ms']:.2f} ms; ratio {res['ratio_p50'] or 0:.1f}x")
+        print(f"wrote {Path(res['out']) / 'latency.md'} and latency.json")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

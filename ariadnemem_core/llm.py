@@ -1,0 +1,521 @@
+"""One OpenAI-compatible LLM client for the whole library (extraction and synthesis).
+
+Why one client: every LLM call of AriadneMem (one per extraction window, one per answer)
+goes through :class:`LLMClient`, so retries, JSON handling, timeouts and the token/latency
+accounting are identical everywhere and the benchmarks can report cost per call.
+
+* Configuration comes from arguments or the environment: ``OPENAI_API_KEY``,
+  ``OPENAI_BASE_URL``, ``ARIADNEMEM_LLM_MODEL`` (default ``gpt-4o-mini``) and
+  ``ARIADNEMEM_LLM_TIMEOUT`` (seconds). With only a base URL (a local server) the key is
+  ``"not-needed"``. :meth:`LLMClient.from_env` returns None when neither the key nor the
+  base URL is set: the library then stays offline (rule extraction, extractive answers).
+* Transient failures (HTTP 408/409/429/5xx, timeouts, connection errors) are retried
+  with exponential backoff and jitter by tenacity; the SDK's own retry loop is switched
+  off so that every retry is counted here.
+* JSON: ``response_format={"type": "json_object"}`` is sent; if the server rejects the
+  parameter (HTTP 400) the call is repeated without it once and the client remembers not
+  to send it again. Replies are parsed tolerantly (```json fences, prose around the
+  object, the first balanced ``{...}``), because servers without JSON mode still answer.
+* Every call is recorded in a thread-safe :class:`LLMUsage` accumulator
+  (``client.usage`` is a dict snapshot).
+* Tests inject an ``http_client`` / ``async_http_client`` or prebuilt SDK clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from .errors import LLMError
+
+ENV_API_KEY = "OPENAI_API_KEY"
+ENV_BASE_URL = "OPENAI_BASE_URL"
+ENV_MODEL = "ARIADNEMEM_LLM_MODEL"
+ENV_TIMEOUT = "ARIADNEMEM_LLM_TIMEOUT"
+DEFAULT_MODEL = "gpt-4o-mini"
+#: Key sent to servers that need none (llama.cpp, vLLM, Ollama): the SDK insists on one.
+PLACEHOLDER_API_KEY = "not-needed"
+#: Generous because local CPU models need tens of seconds per extraction window.
+DEFAULT_TIMEOUT_S = 120.0
+
+Message = Mapping[str, str]
+
+
+# ---------------------------------------------------------------------- usage accounting
+class LLMUsage:
+    """Thread-safe totals over every call of one client (extraction runs in threads)."""
+
+    KEYS = ("calls", "prompt_tokens", "completion_tokens", "seconds", "retries", "failures",
+            "json_mode_fallbacks", "parse_failures")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[str, float] = dict.fromkeys(self.KEYS, 0)
+
+    def record(self, *, prompt_tokens: int = 0, completion_tokens: int = 0, seconds: float = 0.0,
+               retries: int = 0, failed: bool = False) -> None:
+        with self._lock:
+            t = self._totals
+            t["calls"] += 1
+            t["prompt_tokens"] += prompt_tokens
+            t["completion_tokens"] += completion_tokens
+            t["seconds"] += seconds
+            t["retries"] += retries
+            t["failures"] += int(failed)
+
+    def bump(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._totals[key] = self._totals.get(key, 0) + n
+
+    def as_dict(self) -> dict[str, float]:
+        with self._lock:
+            out = dict(self._totals)
+        for key in out:
+            if key != "seconds":
+                out[key] = int(out[key])
+        out["seconds"] = round(float(out["seconds"]), 6)
+        return out
+
+    def reset(self) -> None:
+        with self._lock:
+            self._totals = dict.fromkeys(self.KEYS, 0)
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    """One completed call: the raw text, the parsed JSON (``chat_json`` only) and its cost."""
+
+    text: str
+    data: Any = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    retries: int = 0
+    model: str = ""
+    finish_reason: str | None = None
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "calls": 1,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": round(self.latency_s, 6),
+            "retries": self.retries,
+        }
+
+
+# ---------------------------------------------------------------------- JSON parsing
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.S)
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The balanced ``{...}`` / ``[...]`` starting at ``start`` (string-literal aware)."""
+    opener = text[start]
+    closer = "}" if opener == "{" else "]"
+    depth = 0
+    in_str = False
+    escape = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1] if ch == closer else None
+    return None
+
+
+def parse_json(text: str) -> Any:
+    """Parse a model reply that should be JSON, tolerating what models wrap around it.
+
+    Tried in order: the whole reply; each fenced code block; every balanced ``{...}``
+    (then ``[...]``) in the reply, first one that parses wins. Raises :class:`LLMError`
+    with the start of the reply when nothing parses.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise LLMError("LLM returned an empty reply where JSON was expected")
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    for m in _FENCE.finditer(stripped):
+        block = m.group(1).strip()
+        try:
+            return json.loads(block)
+        except json.JSONDecodeError:
+            continue
+    for opener in "{[":
+        pos = stripped.find(opener)
+        while pos != -1:
+            candidate = _balanced(stripped, pos)
+            if candidate is not None:
+                try:
+                    return json.loads(candidate)
+                except json.JSONDecodeError:
+                    pass
+            pos = stripped.find(opener, pos + 1)
+    snippet = stripped[:200].replace("\n", " ")
+    raise LLMError(f"LLM reply is not valid JSON (no parseable object found): {snippet!r}")
+
+
+# ---------------------------------------------------------------------- errors
+def _status(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    code = _status(exc)
+    return code is not None and (code in (408, 409, 429) or code >= 500)
+
+
+def _rejects_response_format(exc: BaseException) -> bool:
+    """A 400/422 while JSON mode was requested: assume the server lacks the parameter."""
+    return _status(exc) in (400, 422)
+
+
+def _describe(exc: BaseException) -> str:
+    code = _status(exc)
+    kind = type(exc).__name__
+    msg = str(exc).strip() or kind
+    if len(msg) > 300:
+        msg = msg[:300] + "..."
+    return f"{kind} (HTTP {code}): {msg}" if code else f"{kind}: {msg}"
+
+
+class _Backoff:
+    """Exponential backoff with full jitter, honouring a server's Retry-After (capped)."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial = initial
+        self.maximum = maximum
+
+    def __call__(self, state: RetryCallState) -> float:
+        import random
+
+        exp = min(self.maximum, self.initial * (2 ** max(0, state.attempt_number - 1)))
+        wait = exp / 2 + random.uniform(0, exp / 2)
+        exc = state.outcome.exception() if state.outcome else None
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        if headers is not None:
+            try:
+                retry_after = float(headers.get("retry-after", ""))
+                wait = max(wait, min(retry_after, self.maximum))
+            except (TypeError, ValueError):
+                pass
+        return wait
+
+
+# ---------------------------------------------------------------------- the client
+class LLMClient:
+    """Sync + async chat client over the ``openai`` SDK with retries, JSON and accounting.
+
+    Thread-safe (the SDK's sync client is); the async client is created per event loop
+    because an HTTP connection pool must not outlive the loop it was opened in.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 20.0,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        json_mode: bool = True,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        openai_client: Any = None,
+        async_openai_client: Any = None,
+    ) -> None:
+        env = os.environ
+        self.model = model or env.get(ENV_MODEL) or DEFAULT_MODEL
+        self.base_url = base_url or env.get(ENV_BASE_URL) or None
+        key = api_key or env.get(ENV_API_KEY) or None
+        if key is None and self.base_url:
+            key = PLACEHOLDER_API_KEY
+        if key is None and openai_client is None and async_openai_client is None:
+            raise LLMError(
+                f"no LLM configured: pass api_key/base_url or set {ENV_API_KEY} or {ENV_BASE_URL}"
+            )
+        self._api_key = key
+        if timeout is None:
+            try:
+                timeout = float(env.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
+            except ValueError as exc:
+                raise LLMError(f"{ENV_TIMEOUT} must be a number of seconds") from exc
+        if timeout <= 0:
+            raise LLMError("timeout must be positive")
+        if max_retries < 0:
+            raise LLMError("max_retries must be >= 0")
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._json_mode = json_mode
+        self._backoff = _Backoff(backoff_initial, backoff_max)
+        self._usage = LLMUsage()
+        self._sync = openai_client
+        self._sync_http = http_client
+        self._sync_lock = threading.Lock()
+        self._async_injected = async_openai_client
+        self._async_http = async_http_client
+        self._async_by_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._async_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> LLMClient | None:
+        """A client configured from the environment, or None when no LLM is configured
+        (neither ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` set): the offline default."""
+        if not (os.environ.get(ENV_API_KEY) or os.environ.get(ENV_BASE_URL)):
+            return None
+        return cls(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def usage(self) -> dict[str, float]:
+        """Totals over every call so far: calls, prompt/completion tokens, seconds, retries,
+        failures (plus json_mode_fallbacks, parse_failures)."""
+        return self._usage.as_dict()
+
+    @property
+    def usage_tracker(self) -> LLMUsage:
+        return self._usage
+
+    def reset_usage(self) -> None:
+        self._usage.reset()
+
+    @property
+    def json_mode(self) -> bool:
+        """Whether ``response_format`` is still being sent (False once a server rejected it)."""
+        return self._json_mode
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"api_key": self._api_key, "timeout": self.timeout, "max_retries": 0}
+        if self.base_url:
+            kw["base_url"] = self.base_url
+        return kw
+
+    def _sync_client(self) -> Any:
+        with self._sync_lock:
+            if self._sync is None:
+                import openai
+
+                kw = self._client_kwargs()
+                if self._sync_http is not None:
+                    kw["http_client"] = self._sync_http
+                self._sync = openai.OpenAI(**kw)
+            return self._sync
+
+    def _async_client(self) -> Any:
+        if self._async_injected is not None:
+            return self._async_injected
+        loop = asyncio.get_running_loop()
+        with self._async_lock:
+            # Drop clients of closed loops (their pools are unusable) and reuse this loop's.
+            for key, (lp, _) in list(self._async_by_loop.items()):
+                if lp.is_closed():
+                    del self._async_by_loop[key]
+            hit = self._async_by_loop.get(id(loop))
+            if hit is not None and hit[0] is loop:
+                return hit[1]
+            import openai
+
+            kw = self._client_kwargs()
+            if self._async_http is not None:
+                kw["http_client"] = self._async_http
+            client = openai.AsyncOpenAI(**kw)
+            self._async_by_loop[id(loop)] = (loop, client)
+            return client
+
+    # ------------------------------------------------------------------ requests
+    def _request(self, messages: Sequence[Message], json_mode: bool, max_tokens: int | None,
+                 temperature: float | None) -> dict[str, Any]:
+        req: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self.temperature if temperature is None else temperature,
+        }
+        mt = self.max_tokens if max_tokens is None else max_tokens
+        if mt is not None:
+            req["max_tokens"] = mt
+        if json_mode and self._json_mode:
+            req["response_format"] = {"type": "json_object"}
+        return req
+
+    @staticmethod
+    def _plain(req: dict[str, Any], exc: BaseException) -> dict[str, Any] | None:
+        """The request without ``response_format`` if the error looks like its rejection."""
+        if "response_format" not in req or not _rejects_response_format(exc):
+            return None
+        return {k: v for k, v in req.items() if k != "response_format"}
+
+    def _json_mode_rejected(self) -> None:
+        """Remember (after a successful plain retry) that this server lacks JSON mode."""
+        if self._json_mode:
+            self._json_mode = False
+            self._usage.bump("json_mode_fallbacks")
+
+    def _create_sync(self, req: dict[str, Any]) -> Any:
+        client = self._sync_client()
+        try:
+            return client.chat.completions.create(**req)
+        except Exception as exc:
+            plain = self._plain(req, exc)
+            if plain is None:
+                raise
+            result = client.chat.completions.create(**plain)
+            self._json_mode_rejected()
+            return result
+
+    async def _create_async(self, req: dict[str, Any]) -> Any:
+        client = self._async_client()
+        try:
+            return await client.chat.completions.create(**req)
+        except Exception as exc:
+            plain = self._plain(req, exc)
+            if plain is None:
+                raise
+            result = await client.chat.completions.create(**plain)
+            self._json_mode_rejected()
+            return result
+
+    def _retry_kwargs(self, counter: list[int]) -> dict[str, Any]:
+        def before_sleep(_: RetryCallState) -> None:
+            counter[0] += 1
+
+        return {
+            "retry": retry_if_exception(is_transient),
+            "stop": stop_after_attempt(self.max_retries + 1),
+            "wait": self._backoff,
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
+
+    def _finish(self, completion: Any, started: float, retries: int, parse: bool) -> LLMResponse:
+        elapsed = time.perf_counter() - started
+        usage = getattr(completion, "usage", None)
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        ct = int(getattr(usage, "completion_tokens", 0) or 0)
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
+                               failed=True)
+            raise LLMError(f"LLM ({self.model}) returned no choices")
+        choice = choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        finish = getattr(choice, "finish_reason", None)
+        resp = LLMResponse(text=text, prompt_tokens=pt, completion_tokens=ct, latency_s=elapsed,
+                           retries=retries, model=str(getattr(completion, "model", "") or self.model),
+                           finish_reason=finish)
+        if parse:
+            try:
+                resp.data = parse_json(text)
+            except LLMError as exc:
+                self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
+                                   failed=True)
+                self._usage.bump("parse_failures")
+                hint = " (reply cut off at max_tokens)" if finish == "length" else ""
+                raise LLMError(f"{exc}{hint}") from exc
+        self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries)
+        return resp
+
+    def _fail(self, exc: BaseException, started: float, retries: int) -> LLMError:
+        self._usage.record(seconds=time.perf_counter() - started, retries=retries, failed=True)
+        where = self.base_url or "api.openai.com"
+        return LLMError(
+            f"LLM call to {where} (model {self.model}) failed after {retries + 1} attempt(s): {_describe(exc)}"
+        )
+
+    # ------------------------------------------------------------------ public calls
+    def chat(self, messages: Sequence[Message], *, json_mode: bool = False, max_tokens: int | None = None,
+             temperature: float | None = None, parse: bool = False) -> LLMResponse:
+        """One chat completion (with retries). ``parse=True`` fills ``response.data`` with
+        the parsed JSON or raises :class:`LLMError`."""
+        req = self._request(messages, json_mode, max_tokens, temperature)
+        counter = [0]
+        started = time.perf_counter()
+        try:
+            completion = Retrying(**self._retry_kwargs(counter))(self._create_sync, req)
+        except Exception as exc:
+            raise self._fail(exc, started, counter[0]) from exc
+        return self._finish(completion, started, counter[0], parse)
+
+    async def achat(self, messages: Sequence[Message], *, json_mode: bool = False,
+                    max_tokens: int | None = None, temperature: float | None = None,
+                    parse: bool = False) -> LLMResponse:
+        """Async :meth:`chat`."""
+        req = self._request(messages, json_mode, max_tokens, temperature)
+        counter = [0]
+        started = time.perf_counter()
+        try:
+            completion = await AsyncRetrying(**self._retry_kwargs(counter))(self._create_async, req)
+        except Exception as exc:
+            raise self._fail(exc, started, counter[0]) from exc
+        return self._finish(completion, started, counter[0], parse)
+
+    def complete_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                      temperature: float | None = None) -> LLMResponse:
+        """A JSON-mode call returning the full :class:`LLMResponse` (data + cost)."""
+        return self.chat(messages, json_mode=True, max_tokens=max_tokens, temperature=temperature, parse=True)
+
+    async def acomplete_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                             temperature: float | None = None) -> LLMResponse:
+        return await self.achat(messages, json_mode=True, max_tokens=max_tokens, temperature=temperature,
+                                parse=True)
+
+    def chat_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                  temperature: float | None = None) -> Any:
+        """The parsed JSON reply (usually a dict) of one JSON-mode call."""
+        return self.complete_json(messages, max_tokens=max_tokens, temperature=temperature).data
+
+    async def achat_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                         temperature: float | None = None) -> Any:
+        """Async :meth:`chat_json`."""
+        return (await self.acomplete_json(messages, max_tokens=max_tokens, temperature=temperature)).data
+
+    def close(self) -> None:
+        """Close the sync SDK client if this object created it."""
+        if self._sync is not None and self._sync_http is None:
+            with contextlib.suppress(Exception):  # best effort
+                self._sync.close()
+
+
+def system_user(system: str, user: str) -> list[dict[str, str]]:
+    """The two-message prompt used everywhere: stable system text first (prompt caching)."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
