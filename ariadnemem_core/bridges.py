@@ -9,9 +9,13 @@ pairs 1-168 h apart (paper defaults) we look for one non-terminal memory *betwee
 time that is about what they are about (query = the union of their entities and keywords).
 Only the top-``bridge_candidates`` such memories are considered and the best connector
 (highest summed cosine to the two endpoints) becomes the bridge ``m_i -> b -> m_j``.
-All pair queries are embedded in one batch, and the time window goes into the index query
-(one SQL range scan on ``(user_id, ts)`` for the union of the pairs' intervals; each pair
-then sees only candidates inside its own interval).
+The time window goes into the index query (one SQL range scan on ``(user_id, ts)`` for
+the union of the pairs' intervals; each pair then sees only candidates inside its own).
+
+DEPARTURE: the pair's query vector is the normalized sum of the two terminals' stored
+embeddings instead of a fresh embedding of their concatenated entities and keywords. It
+encodes the same content, and it costs no model call: embedding the keyword strings (up
+to 12 per question) was 85% of retrieval time on a LoCoMo conversation.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import networkx as nx
 import numpy as np
 
 from .config import Config
-from .embedding import Embedder
 from .models import Entry, Scope
 from .store import Store
 
@@ -92,16 +95,17 @@ def bridge_pairs(g: nx.Graph, terminals: Sequence[Entry], scores: dict[str, floa
     return chosen
 
 
-def pair_query(a: Entry, b: Entry) -> str:
-    words = [*a.entities, *b.entities, *a.persons, *b.persons, *a.keywords, *b.keywords]
-    return " ".join(dict.fromkeys(words))
+def _pair_vector(a: Entry, b: Entry) -> np.ndarray:
+    v = np.asarray(a.embedding, dtype=np.float32) + np.asarray(b.embedding, dtype=np.float32)
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
 
 
-def discover_bridges(store: Store, scope: Scope, embedder: Embedder, pairs: Sequence[tuple[Entry, Entry]],
+def discover_bridges(store: Store, scope: Scope, pairs: Sequence[tuple[Entry, Entry]],
                      terminal_ids: set[str], config: Config) -> list[Bridge]:
     if not pairs:
         return []
-    qvecs = embedder.embed([pair_query(a, b) for a, b in pairs])
+    qvecs = np.stack([_pair_vector(a, b) for a, b in pairs])
     lo = min(a.timestamp.timestamp() for a, _ in pairs)  # type: ignore[union-attr]
     hi = max(b.timestamp.timestamp() for _, b in pairs)  # type: ignore[union-attr]
     ids, ts, mat = store.vectors_in_window(scope, lo, hi)

@@ -81,7 +81,7 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     if cfg.enable_bridges:
         t = time.perf_counter()
         pairs = bridges_mod.bridge_pairs(g, list(entries.values()), scores, cfg)
-        found = bridges_mod.discover_bridges(store, scope, mem.embedder, pairs, set(entries), cfg)
+        found = bridges_mod.discover_bridges(store, scope, pairs, set(entries), cfg)
         new = _in_scope(store.get({b.bridge for b in found}, scope.user_id), scope)
         for b in found:
             if b.bridge not in new:

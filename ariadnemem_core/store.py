@@ -520,9 +520,9 @@ class Store:
         vectors = np.asarray(vectors, dtype=np.float32)
         if len(vectors) == 0:
             return []
+        n = int(self._read("SELECT COUNT(*) FROM entries WHERE user_id = ?", (scope.user_id,))[0][0])
         with self._lock:
             col = self._collection(scope.user_id)
-            n = col.count()
             if n == 0:
                 return [[] for _ in range(len(vectors))]
             where = _chroma_where(scope)

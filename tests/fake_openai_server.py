@@ -113,9 +113,13 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # many concurrent async clients: no refused connections
+            daemon_threads = True
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -1,0 +1,226 @@
+"""LLMClient against a scripted local server: retries, JSON handling, usage, async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from fake_openai_server import FakeOpenAIServer
+
+from ariadnemem_core.errors import LLMError
+from ariadnemem_core.llm import DEFAULT_MODEL, PLACEHOLDER_API_KEY, LLMClient, parse_json
+
+MSGS = [{"role": "system", "content": "Reply in JSON."}, {"role": "user", "content": "What is up?"}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
+    kw.setdefault("timeout", 5.0)
+    kw.setdefault("max_retries", 2)
+    kw.setdefault("backoff_initial", 0.01)
+    kw.setdefault("backoff_max", 0.05)
+    return LLMClient(base_url=server.url, model="fake-model", **kw)
+
+
+# ---------------------------------------------------------------- parsing
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('  \n{"a": [1, 2]}\n', {"a": [1, 2]}),
+    ('```json\n{"a": 1}\n```', {"a": 1}),
+    ('Sure, here it is:\n```\n{"a": "x"}\n```\nanything else?', {"a": "x"}),
+    ('The answer is {"a": "brace } inside", "b": {"c": 2}} hope this helps', {"a": "brace } inside", "b": {"c": 2}}),
+    ('prefix {not json} then {"ok": true}', {"ok": True}),
+    ('[{"text": "x"}]', [{"text": "x"}]),
+    ('{"a": "escaped \\" quote {"}', {"a": 'escaped " quote {'}),
+])
+def test_parse_json_tolerant(text: str, expected: object) -> None:
+    assert parse_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "no json here", "{unbalanced", "```json\n{bad}\n```"])
+def test_parse_json_errors_are_llm_errors(text: str) -> None:
+    with pytest.raises(LLMError):
+        parse_json(text)
+
+
+# ---------------------------------------------------------------- configuration
+def test_from_env_offline_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ARIADNEMEM_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    assert LLMClient.from_env() is None
+    with pytest.raises(LLMError, match="no LLM configured"):
+        LLMClient()
+
+
+def test_from_env_base_url_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ARIADNEMEM_LLM_MODEL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    client = LLMClient.from_env()
+    assert client is not None
+    assert client._api_key == PLACEHOLDER_API_KEY
+    assert client.model == DEFAULT_MODEL == "gpt-4o-mini"
+    monkeypatch.setenv("ARIADNEMEM_LLM_MODEL", "my-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    client = LLMClient.from_env()
+    assert client is not None and client.model == "my-model" and client._api_key == "sk-test"
+    assert LLMClient(model="explicit").model == "explicit"
+
+
+# ---------------------------------------------------------------- calls
+def test_good_json_and_usage(server: FakeOpenAIServer) -> None:
+    server.answer = "fine"
+    client = make_client(server)
+    data = client.chat_json(MSGS)
+    assert data["answer"] == "fine"
+    assert server.count == 1
+    assert server.requests[0]["response_format"] == {"type": "json_object"}
+    assert server.requests[0]["temperature"] == 0.0
+    u = client.usage
+    assert u["calls"] == 1 and u["prompt_tokens"] > 0 and u["completion_tokens"] > 0
+    assert u["seconds"] > 0 and u["retries"] == 0 and u["failures"] == 0
+    resp = client.complete_json(MSGS)
+    assert resp.prompt_tokens > 0 and resp.latency_s > 0 and resp.model == "fake-model"
+    assert client.usage["calls"] == 2
+
+
+@pytest.mark.parametrize("cue", ["fenced", "prose"])
+def test_wrapped_json_is_parsed(server: FakeOpenAIServer, cue: str) -> None:
+    server.queue(cue)
+    server.answer = "wrapped"
+    assert make_client(server).chat_json(MSGS)["answer"] == "wrapped"
+
+
+def test_invalid_json_raises_and_counts(server: FakeOpenAIServer) -> None:
+    server.queue("invalid")
+    client = make_client(server)
+    with pytest.raises(LLMError, match="not valid JSON"):
+        client.chat_json(MSGS)
+    assert server.count == 1  # a bad reply is not an HTTP retry: callers decide
+    u = client.usage
+    assert u["failures"] == 1 and u["parse_failures"] == 1 and u["calls"] == 1
+
+
+def test_429_then_success_is_retried(server: FakeOpenAIServer) -> None:
+    server.queue("429", "429", "good")
+    client = make_client(server)
+    assert "answer" in client.chat_json(MSGS)
+    assert server.count == 3
+    assert client.usage["retries"] == 2 and client.usage["failures"] == 0
+
+
+def test_timeout_then_success_is_retried(server: FakeOpenAIServer) -> None:
+    server.sleep_s = 1.0
+    server.queue("timeout", "good")
+    client = make_client(server, timeout=0.25)
+    assert "answer" in client.chat_json(MSGS)
+    assert server.count == 2
+    assert client.usage["retries"] == 1
+
+
+def test_500_forever_fails_after_retries(server: FakeOpenAIServer) -> None:
+    server.default = "500"
+    client = make_client(server, max_retries=2)
+    with pytest.raises(LLMError) as info:
+        client.chat_json(MSGS)
+    assert server.count == 3  # 1 + max_retries
+    assert "500" in str(info.value) and "3 attempt" in str(info.value)
+    u = client.usage
+    assert u["failures"] == 1 and u["retries"] == 2
+
+
+def test_connection_refused_is_llm_error() -> None:
+    client = LLMClient(base_url="http://127.0.0.1:9/v1", max_retries=1, backoff_initial=0.01,
+                       backoff_max=0.02, timeout=1.0)
+    with pytest.raises(LLMError, match="APIConnectionError"):
+        client.chat_json(MSGS)
+    assert client.usage["retries"] == 1
+
+
+def test_400_on_response_format_falls_back_and_remembers(server: FakeOpenAIServer) -> None:
+    server.default = "400_rf"
+    client = make_client(server)
+    assert "answer" in client.chat_json(MSGS)
+    assert server.count == 2
+    assert "response_format" in server.requests[0] and "response_format" not in server.requests[1]
+    assert client.json_mode is False and client.usage["json_mode_fallbacks"] == 1
+    client.chat_json(MSGS)
+    assert server.count == 3 and "response_format" not in server.requests[2]
+
+
+def test_other_400_is_not_swallowed(server: FakeOpenAIServer) -> None:
+    server.default = lambda body: (400, {"error": {"message": "context length exceeded"}})
+    client = make_client(server)
+    with pytest.raises(LLMError, match="400"):
+        client.chat_json(MSGS)
+    assert server.count == 2  # once with, once without response_format; no transient retries
+    assert client.json_mode is True  # the plain retry failed too: JSON mode was not the problem
+
+
+def test_sync_calls_are_thread_safe(server: FakeOpenAIServer) -> None:
+    client = make_client(server)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(5):
+                client.chat_json(MSGS)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert client.usage["calls"] == 40 and server.count == 40
+
+
+def test_async_many_concurrent_calls(server: FakeOpenAIServer) -> None:
+    server.queue("429")  # one of them is retried
+    client = make_client(server)
+
+    async def main() -> list[object]:
+        return await asyncio.gather(*(client.achat_json(MSGS) for _ in range(24)))
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, dict) and "answer" in r for r in results)
+    assert client.usage["calls"] == 24 and client.usage["retries"] == 1
+    assert server.count == 25
+    # a second event loop gets its own async HTTP pool
+    assert "answer" in asyncio.run(client.achat_json(MSGS))
+
+
+def test_async_errors_are_llm_errors(server: FakeOpenAIServer) -> None:
+    server.default = "500"
+    client = make_client(server, max_retries=1)
+    with pytest.raises(LLMError):
+        asyncio.run(client.achat_json(MSGS))
+    assert server.count == 2
+
+
+def test_injected_http_client_and_sdk_client(server: FakeOpenAIServer) -> None:
+    import openai
+
+    try:  # openai>=3 ships its own httpx fork; older SDKs take httpx itself
+        import httpx2 as httpx_mod  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        import httpx as httpx_mod
+
+    seen: list[str] = []
+    http = httpx_mod.Client(event_hooks={"request": [lambda req: seen.append(str(req.url))]})
+    client = make_client(server, http_client=http)
+    assert "answer" in client.chat_json(MSGS)
+    assert seen and seen[0].endswith("/chat/completions")
+
+    sdk = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
+    client = LLMClient(openai_client=sdk, model="fake-model")
+    assert "answer" in client.chat_json(MSGS)
