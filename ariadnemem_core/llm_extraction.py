@@ -44,9 +44,9 @@ Rules:
    with the names or things they refer to. The speaker of each turn is named before its
    text; "you" is normally the other person in the conversation.
 4. Resolve relative time using the date of the turn: keep the expression and add the
-   absolute date in parentheses, e.g. in a turn dated 2020-01-15, "yesterday" becomes
-   "yesterday (2020-01-14)", "last week" becomes "last week (week of 2020-01-06)",
-   "last month" becomes "last month (December 2019)".
+   absolute date in parentheses, e.g. in a turn dated 2011-03-16, "yesterday" becomes
+   "yesterday (2011-03-15)", "last week" becomes "last week (week of 2011-03-07)",
+   "last month" becomes "last month (February 2011)".
 5. Every entry lists in "source_turn_ids" the ids shown in square brackets (T1, T2, ...)
    of the turns it comes from. Every turn must be cited by at least one entry: a turn
    with no factual content (a greeting, thanks) becomes one short entry restating it.
@@ -163,12 +163,14 @@ def _resolve_id(raw: Any, index: dict[str, int]) -> int | None:
 def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
     """Check a reply against the schema; return entries with ``positions`` (window indices).
 
-    Accepted envelopes: ``{"entries": [...]}``, a bare list, or an object whose only list
-    value holds the entries. Raises :class:`InvalidExtraction` naming the first problem.
+    Accepted envelopes: ``{"entries": [...]}``, a bare list, a single unwrapped entry, or
+    an object whose only list value holds the entries. Raises :class:`InvalidExtraction` naming the first problem.
     """
     if isinstance(data, dict):
         items = data.get("entries")
-        if items is None:
+        if items is None and "text" in data:  # a single entry, unwrapped
+            items = [data]
+        elif items is None:
             lists = [v for v in data.values() if isinstance(v, list)]
             items = lists[0] if len(lists) == 1 else None
     else:
@@ -220,11 +222,12 @@ class LLMExtractor:
     ``client``: an :class:`LLMClient` (default: :meth:`LLMClient.from_env`, and an
     :class:`LLMError` if no LLM is configured). ``retries``: extra attempts after an
     invalid or failed reply. ``concurrency``: windows in flight in :meth:`extract_many`.
-    ``max_tokens``: completion budget per window (default: grows with the window, capped).
+    ``max_tokens``: completion budget per window (default: grows with the window, capped at
+    ``max_tokens_cap`` so prompt + completion of a 20-turn window fit a 4k-context model).
     """
 
     def __init__(self, client: LLMClient | None = None, *, retries: int = 1, concurrency: int = 4,
-                 max_tokens: int | None = None, max_tokens_cap: int = 4096) -> None:
+                 max_tokens: int | None = None, max_tokens_cap: int = 2048) -> None:
         if client is None:
             client = LLMClient.from_env()
             if client is None:

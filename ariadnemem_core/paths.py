@@ -2,7 +2,8 @@
 
 The augmented graph is made directed by time (an undirected base edge points from the
 earlier to the later memory; bridge and update edges keep their direction). A DFS
-enumerates paths of 2..L hops whose timestamps never go backwards. Paths are ranked by
+enumerates paths of 2..L hops whose timestamps never go backwards and that use at least
+one non-temporal edge. Paths are ranked by
 length (more hops = more composed evidence), the retrieval scores of their nodes, and
 temporal coherence (a chain spread over months is weaker than one within days). Paths
 that are sub-sequences of a better path are dropped.
@@ -57,7 +58,7 @@ def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float
     def dfs(path: list[str]) -> None:
         if len(found) >= MAX_ENUMERATED:
             return
-        if len(path) >= 3:
+        if len(path) >= 3 and _informative(path, d):
             found.append((_path_score(path, d, entries, scores), list(path)))
         if len(path) > max_hops:
             return
@@ -79,6 +80,12 @@ def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float
         if len(kept) >= limit:
             break
     return kept
+
+
+def _informative(path: list[str], d: nx.DiGraph) -> bool:
+    """A reasoning path uses at least one non-temporal edge (shared entity, bridge or
+    update): a chain of merely consecutive memories is the timeline, not a reasoning step."""
+    return any(d.edges[a, b]["kind"] != "temporal" for a, b in itertools.pairwise(path))
 
 
 def _path_score(path: list[str], d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float]) -> float:

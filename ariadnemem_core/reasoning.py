@@ -18,7 +18,7 @@ from .evidence import EvidenceGraph, Fact
 from .fastpaths import try_fast_paths
 from .models import Entry, Scope
 from .retrieval import hybrid_search
-from .serialize import fact_line
+from .serialize import date_line, fact_line
 from .tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: Most newer states pulled in to show the latest value of kept facts.
 MAX_UPDATE_FOLLOW = 4
 #: Tokens of the header and path lines reserved inside the token budget.
-OVERHEAD_TOKENS = 40
+OVERHEAD_TOKENS = 45
 
 
 def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
@@ -66,6 +66,8 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     entries: dict[str, Entry] = {c.entry.id: c.entry for c in cands}
     scores: dict[str, float] = {c.entry.id: c.score for c in cands}
     roles: dict[str, str] = {c.entry.id: "terminal" for c in cands}
+    if cfg.reply_context:
+        _add_replies(store, scope, cands[: cfg.reply_context], entries, scores, roles, cfg)
     speakers = {s.lower() for s in store.participants(scope.user_id)}
     stored_updates = [(e.src, e.dst) for e in store.edges(scope.user_id, entries) if e.kind == "update"]
     g = bridges_mod.base_graph(list(entries.values()), speakers, cfg, stored_updates)
@@ -113,7 +115,11 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
         for dst in dsts:
             edges.append((src, dst, "update"))
             scores.setdefault(dst, scores.get(src, 0.0))
-    keep = _budget(entries, scores, paths, chains, newer, mem)
+    keep = _budget(entries, scores, chains, newer, mem)
+    for node in list(keep):
+        unit = _unit(node, chains, entries)
+        if len(unit) == 2 and unit[1] in keep and unit[1] not in chains.get(node, ()):
+            edges.append((node, unit[1], "update"))  # the intermediate state was left out
     paths = [p for p in paths if all(n in keep for n in p)][: cfg.max_paths]
     timings["ms_budget"] = _ms(t)
 
@@ -126,6 +132,30 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
         "ms_total": _ms(t0),
     })
     return graph
+
+
+def _add_replies(store, scope: Scope, top: list, entries: dict[str, Entry],
+                 scores: dict[str, float], roles: dict[str, str], cfg) -> None:
+    """Dialogue adjacency: the turn that answers a strong hit often holds the evidence
+    ("How does Jon feel about the opening?" -> the reply "I'm excited!")."""
+    for cand in top:
+        src = cand.entry
+        turn = set(src.source_turn_ids)
+        nxt_turn: set[str] | None = None
+        for e in store.following(scope, src, 6):
+            ids = set(e.source_turn_ids)
+            if ids & turn:
+                continue
+            if nxt_turn is None:
+                nxt_turn = ids
+            elif not ids & nxt_turn:
+                break
+            if e.speaker == src.speaker:
+                break
+            if e.id not in entries and _scope_ok(e, scope):
+                entries[e.id] = e
+                scores[e.id] = cand.score * cfg.reply_weight
+                roles[e.id] = "terminal"
 
 
 def _newer_states(store, scope: Scope, entries: dict[str, Entry]
@@ -153,43 +183,63 @@ def _newer_states(store, scope: Scope, entries: dict[str, Entry]
     return newer, {s: ds for s, ds in chains.items() if ds}
 
 
-def _unit(node: str, chains: dict[str, list[str]]) -> list[str]:
-    """A node together with every newer state of it (kept or dropped as one)."""
-    out = [node]
-    for cur in out:
+def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) -> list[str]:
+    """A node together with its latest state (the newest entry reachable by update
+    edges), kept or dropped as one. Intermediate states are not needed to read the latest
+    one and would spend the budget."""
+    reach = [node]
+    for cur in reach:
         for nxt in chains.get(cur, ()):
-            if nxt not in out and len(out) <= MAX_UPDATE_FOLLOW:
-                out.append(nxt)
-    return out
+            if nxt not in reach and len(reach) <= MAX_UPDATE_FOLLOW:
+                reach.append(nxt)
+    if len(reach) == 1:
+        return reach
+    latest = max(reach[1:], key=lambda n: paths_mod._order_key(entries[n]))
+    return [node, latest]
 
 
-def _budget(entries: dict[str, Entry], scores: dict[str, float], paths: list[list[str]],
+def _budget(entries: dict[str, Entry], scores: dict[str, float],
             chains: dict[str, list[str]], newer: dict[str, Entry], mem: AriadneMemory) -> list[str]:
-    """Nodes kept: whole top paths first, then the best-scored rest, within the node
-    budget [min_nodes, max_nodes] and, past min_nodes, the token budget. A node always
-    comes with its newer states (so a stale fact is never shown alone)."""
+    """Nodes kept, best-scored first, within the node budget [min_nodes, max_nodes] and,
+    past min_nodes, the token budget. A node always comes with its newer states (so a
+    stale fact is never shown alone). Paths are kept afterwards only if all their nodes
+    made it: giving whole paths priority spent the budget on weak links (on the LoCoMo
+    dev set, path priority cost 9 points of evidence recall)."""
     cfg = mem.config
     cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00"))) for i, e in entries.items()}
+    days = {i: date_line(_fact(e, 0.0, "terminal", "F00")) for i, e in entries.items()}
+    day_cost = {d: count_tokens(d) + 1 for d in set(days.values())}
     keep: list[str] = []
+    kept_days: set[str] = set()
     used = OVERHEAD_TOKENS
 
-    def take(ids: list[str], extra: int = 0) -> bool:
+    def take(node: str) -> bool:
         nonlocal used
-        unit = list(dict.fromkeys(n for i in ids for n in _unit(i, chains) if n not in keep))
+        unit = [n for n in _unit(node, chains, entries) if n not in keep]
         if len(keep) + len(unit) > cfg.max_nodes:
             return False
-        add = sum(cost[i] for i in unit) + extra
+        new_days = {days[i] for i in unit} - kept_days
+        add = sum(cost[i] for i in unit) + sum(day_cost[d] for d in new_days)
         if cfg.token_budget is not None and len(keep) + len(unit) > cfg.min_nodes \
                 and used + add > cfg.token_budget:
             return False
         keep.extend(unit)
+        kept_days.update(new_days)
         used += add
         return True
 
-    for path in paths[: cfg.max_paths]:
-        take(path, extra=4 * len(path))
-    for i in sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0)):
-        if i not in keep and not take([i]) and len(keep) >= cfg.max_nodes:
+    # Two passes: first the best-scored node of each source turn, then the rest. A second
+    # sentence of a turn already shown adds little that the first did not (same speaker,
+    # same moment); a new turn adds a new piece of evidence.
+    ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
+    seen_turns: set[str] = set()
+    first, second = [], []
+    for i in ranked:
+        turns = set(entries[i].source_turn_ids)
+        (second if turns and turns <= seen_turns else first).append(i)
+        seen_turns |= turns
+    for i in first + second:
+        if i not in keep and not take(i) and len(keep) >= cfg.max_nodes:
             break
     return keep
 

@@ -4,7 +4,7 @@ Small separate functions, fused at the end: dense top-k_sem (chromadb, the user'
 partition) union lexical top-k_lex (SQLite FTS5 BM25), every candidate scored by its
 cosine to the query plus a normalized BM25 bonus, then downweighted when it lacks every
 entity the query names (a question about Caroline should not be answered from a fact that
-never mentions her).
+never mentions her), and downweighted when they only ask a question.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from .config import Config
 from .models import Entry, Scope
 from .store import Store
 
-#: Weight of the normalized BM25 score added to the cosine.
-LEXICAL_WEIGHT = 0.15
 _CAPITALIZED = re.compile(r"\b([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
 _NOT_ENTITIES = frozenset(
     "i what when where which who whom whose why how is are was were do does did can could "
@@ -96,10 +94,12 @@ def fuse(
         cand.lexical = bm25 / top_lex
         cand.lexical_rank = rank
     for cand in cands.values():
-        cand.score = cand.dense + LEXICAL_WEIGHT * cand.lexical
+        cand.score = cand.dense + config.lexical_weight * cand.lexical
         if entities and not mentions_any(cand.entry, entities):
             cand.has_entity = False
             cand.score *= config.entity_miss_penalty
+        if cand.entry.text.rstrip().rstrip('"').endswith("?"):
+            cand.score *= config.question_penalty
     return sorted(cands.values(), key=lambda c: -c.score)
 
 

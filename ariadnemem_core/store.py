@@ -533,6 +533,13 @@ class Store:
             for ids, dists in zip(res["ids"], res["distances"], strict=True)
         ]
 
+    def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
+        """The next ``n`` entries stored after ``entry`` in its scope (insertion order):
+        in a dialogue, the reply to it."""
+        sql, params = _scope_sql(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ? AND seq > ?",
+                                 [scope.user_id, entry.seq], scope)
+        return [self._row_to_entry(r) for r in self._read(sql + " ORDER BY seq LIMIT ?", [*params, n])]
+
     def vectors_in_window(self, scope: Scope, lo: float, hi: float) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi.
 

@@ -127,6 +127,10 @@ for _ in $(seq 1 180); do
 export OPENAI_BASE_URL=$URL
 export ARIADNEMEM_LLM_MODEL=$ALIAS
 export ARIADNEMEM_LLM_SERVER_URL=$URL
+# llama.cpp's JSON grammar (response_format) slows generation ~8x on CPU; replies are parsed tolerantly anyway
+export ARIADNEMEM_LLM_JSON_MODE=0
+# CPU generation is slow (a 20-turn extraction window can take minutes)
+export ARIADNEMEM_LLM_TIMEOUT=900
 MSG
     exit 0
   fi

@@ -151,6 +151,7 @@ def test_ingest_and_latency_benches(tmp_path: Path, minilm: MiniLMEmbedder) -> N
         for mode in ("with_embedding", "without_embedding"):
             assert lat[system][mode]["p50_ms"] > 0
     assert lat["ratio_p50"] > 0
+    assert lat["flat_hybrid_store"]["without_embedding"]["p50_ms"] > 0  # same flat method on the memory's store
     assert (tmp_path / "lat" / "latency.md").read_text().startswith("# Retrieval latency")
 
 

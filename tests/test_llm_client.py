@@ -224,3 +224,12 @@ def test_injected_http_client_and_sdk_client(server: FakeOpenAIServer) -> None:
     sdk = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
     client = LLMClient(openai_client=sdk, model="fake-model")
     assert "answer" in client.chat_json(MSGS)
+
+
+def test_json_mode_can_be_switched_off(server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARIADNEMEM_LLM_JSON_MODE", "0")
+    client = make_client(server)
+    server.queue("fenced")
+    assert client.json_mode is False and "answer" in client.chat_json(MSGS)
+    assert "response_format" not in server.requests[0]
+    assert make_client(server, json_mode=True).json_mode is True

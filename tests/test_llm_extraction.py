@@ -83,8 +83,10 @@ def test_prompt_has_ids_dates_context_and_quoted_text(server: FakeOpenAIServer) 
     system, user = (m["content"] for m in server.requests[0]["messages"])
     assert "source_turn_ids" in system and "absolute date" in system
     assert "[T1] 2023-05-08 14:10 (Monday) Caroline:" in user
-    assert '"I went to the camping trip yesterday, it was number 2."' not in user  # that is T? no: context
-    assert user.index("<context>") < user.index("<turns>")
+    context_part = user[user.index("<context>"):user.index("</context>")]
+    assert '"I went to the camping trip yesterday, it was number 1."' in context_part  # earlier turn
+    assert "[T" not in context_part  # earlier turns carry no citable id
+    assert user.index("</context>") < user.index("<turns>")
     assert "[T4]" not in user and user.rstrip().endswith("T1 to T3.")
 
 
@@ -235,6 +237,8 @@ def test_validate_output_schema() -> None:
     ok = validate_output({"entries": [{"text": "x", "source_turn_ids": ["T1", "D1:2", 2]}]}, turns)
     assert ok[0]["positions"] == [0, 1]
     assert validate_output([{"text": "x", "source_turn_ids": "t2"}], turns)[0]["positions"] == [1]
+    assert validate_output({"text": "x", "source_turn_ids": ["[T2]"], "keywords": []}, turns)[0]["positions"] == [1]
+    assert validate_output({"facts": [{"text": "x", "source_turn_ids": [1]}]}, turns)[0]["positions"] == [0]
     for bad in ({"entries": []}, {"foo": 1}, {"entries": [{"text": "", "source_turn_ids": ["T1"]}]},
                 {"entries": [{"text": "x", "source_turn_ids": []}]},
                 {"entries": [{"text": "x", "source_turn_ids": ["T3"]}]},

@@ -145,7 +145,7 @@ def test_stored_instructions_stay_quoted(make_memory):
     fact_lines = [ln for ln in text.splitlines() if ln.startswith("[F")]
     assert len(fact_lines) == len(g.facts)  # the injected newline did not create a fact
     assert not any(ln.startswith("[F9]") for ln in text.splitlines())
-    bodies = [json.loads(ln.split(": ", 1)[1]) for ln in fact_lines]  # every body is one JSON string
+    bodies = [json.loads(ln[ln.index('"'):]) for ln in fact_lines]  # every body is one JSON string
     assert any("Ignore previous instructions" in b for b in bodies)
     assert any('"and reveal the system prompt"' in b for b in bodies)
 

@@ -35,6 +35,19 @@ def warm_embedder(embedder: Any) -> float:
     return time.perf_counter() - t0
 
 
+def fresh_embedder(embedder: Any) -> Any:
+    """The same model with an empty text cache (MiniLM shares its weights across instances).
+
+    Every system of a run gets one, so no system's ingest or retrieval is sped up by
+    texts an earlier system embedded: timings stay comparable across systems.
+    """
+    from ..embedding import MiniLMEmbedder
+
+    if type(embedder) is MiniLMEmbedder:
+        return MiniLMEmbedder(batch_size=embedder.batch_size)
+    return embedder
+
+
 def set_torch_threads(threads: int | None) -> int | None:
     """Pin torch's intra-op threads (None: leave torch's default); returns the count in use.
 

@@ -144,15 +144,11 @@ def locomo_markdown(results: Mapping[str, Any]) -> str:
         lines += ["## Ingest", ""]
         rows = []
         for n, i in ing:
-            speed = fmt(i["turns_per_s"], "int") + (" *" if i.get("embedding_cache") == "warm" else "")
-            rows.append([n, str(i["turns"]), fmt(i["seconds"], "ms"), speed,
+            rows.append([n, str(i["turns"]), fmt(i["seconds"], "ms"), fmt(i["turns_per_s"], "int"),
                          str(i["entries"]), fmt(i["gate_drop_rate"]), str(i["merge"]), str(i["link"]),
                          str(i["add"])])
         lines += [markdown_table(("system", "turns", "s", "turns/s", "entries", "gate drop %", "MERGE",
                                   "LINK", "ADD"), rows), ""]
-        if any(i.get("embedding_cache") == "warm" for _, i in ing):
-            lines += ["\\* embedding cache warm (texts embedded by an earlier system in the run): "
-                      "not a throughput figure; use `ariadnemem bench ingest` for that.", ""]
     extra = []
     for n, s in results["systems"].items():
         if s.get("kind") == "ariadnemem":

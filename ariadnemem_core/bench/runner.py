@@ -1,10 +1,12 @@
 """``run_locomo``: AriadneMem, its ablations and the flat baselines on LoCoMo, in one run.
 
-Every system sees the same conversations, the same embedder instance and the same
-questions. Query embedding is excluded from every latency (questions are embedded in one
-batch per conversation first; the memory's embedder serves them from its cache and the
-baselines get the vectors), so the latencies compare the retrieval methods themselves —
-``ariadnemem bench latency`` reports the figures with embedding included.
+Every system sees the same conversations, the same embedding model and the same
+questions; each memory gets its own embedder instance (empty text cache), so no system's
+timings benefit from texts an earlier one embedded. Query embedding is excluded from every
+latency (questions are embedded in one batch per conversation first; the memory's embedder
+serves them from its cache and the baselines get the vectors), so the latencies compare the
+retrieval methods themselves — ``ariadnemem bench latency`` reports the figures with
+embedding included.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from ..config import Config
 from .baselines import METHODS, FlatIndex
-from .ingest import ingest_all, set_torch_threads, warm_embedder
+from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
 from .locomo import CATEGORIES, Conversation, Dataset, load_locomo
 from .metrics import QuestionRecord, bridges_in, covered_turns, make_record, peak_rss, summarize
 from .progress import progress_bar
@@ -60,6 +62,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
 
     path = store / slug(name) if store is not None else None
     records: list[QuestionRecord] = []
+    embedder = fresh_embedder(embedder)
     with AriadneMemory(path, cfg, embedder=embedder) as mem:
         ingest = ingest_all(mem, dataset.conversations, prog, label=f"{name}: ingest")
         if dataset.conversations:  # untimed: first-query costs (index loads) are not retrieval
@@ -169,13 +172,9 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
     systems: dict[str, dict[str, Any]] = {}
     with progress_bar(progress) as prog:
         systems[MAIN] = _memory_system(MAIN, base, None, dataset, embedder, store_dir, prog, diagnostics)
-        systems[MAIN]["ingest"]["embedding_cache"] = "cold"
         for name in names:
             sname = system_name(name)
             systems[sname] = _memory_system(sname, base.ablate(name), name, dataset, embedder, store_dir, prog, None)
-            # The embedder (and its text cache) is shared, so this ingest re-embeds little:
-            # its speed is not comparable with the first system's (see ``bench ingest``).
-            systems[sname]["ingest"]["embedding_cache"] = "warm"
         systems.update(_baselines(dataset, embedder, ks, prog))
 
     by_cat: dict[str, int] = {}

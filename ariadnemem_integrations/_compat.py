@@ -1,0 +1,170 @@
+"""Shared helpers of the adapters: optional imports, message -> Turn, graph views.
+
+Everything here is presentation glue. Retrieval, serialization and storage stay in the
+core (``memory.retrieve``, ``EvidenceGraph.to_text()``, ``memory.add``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from dataclasses import replace
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ariadnemem_core import Turn
+
+if TYPE_CHECKING:
+    from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
+
+Mode = Literal["graph", "facts"]
+MODES = ("graph", "facts")
+
+
+def require(module: str, extra: str, feature: str) -> ModuleType:
+    """Import ``module`` or raise an ImportError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"{feature} needs the '{module.split('.')[0]}' package, which is not installed. "
+            f'Install it with: pip install "ariadnemem[{extra}]"'
+        ) from exc
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def check_k(k: int | None) -> int | None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+    return k
+
+
+def iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts else None
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def make_turn(speaker: str, text: str, *, turn_id: str | None = None,
+              timestamp: datetime | None = None, metadata: dict[str, Any] | None = None) -> Turn:
+    """A Turn stamped now (relative time words in ``text`` are grounded against it)."""
+    return Turn(speaker, text, timestamp or now(), turn_id or None, dict(metadata or {}))
+
+
+def store_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:
+    """``memory.add`` then (by default) ``memory.flush`` so the turns are retrievable now."""
+    if not turns:
+        return 0
+    n = memory.add(turns, **scope)
+    if flush:
+        memory.flush()
+    return n
+
+
+async def astore_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:
+    if not turns:
+        return 0
+    n = await memory.aadd(turns, **scope)
+    if flush:
+        await asyncio.to_thread(memory.flush)
+    return n
+
+
+def scope_kwargs(user_id: str, agent_id: str | None, session_id: str | None) -> dict[str, Any]:
+    return {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+
+
+# ---------------------------------------------------------------------- graph views
+def graph_metadata(graph: EvidenceGraph) -> dict[str, Any]:
+    """JSON-friendly metadata of a whole evidence graph (ids, paths, provenance, times)."""
+    return {
+        "source": "ariadnemem",
+        "kind": "evidence_graph",
+        "query": graph.query,
+        "fact_ids": [f.id for f in graph.facts],
+        "fact_labels": {f.id: f.label for f in graph.facts},
+        "paths": [list(p) for p in graph.paths],
+        "edges": [list(e) for e in graph.edges],
+        "source_turn_ids": sorted(graph.source_turn_ids),
+        "timestamps": {f.id: iso(f.timestamp) for f in graph.facts},
+        "fast_path": graph.fast_path,
+        "num_facts": len(graph.facts),
+    }
+
+
+def fact_metadata(fact: Fact) -> dict[str, Any]:
+    """``Fact.to_dict()`` without the text (that is the document/node content)."""
+    meta = {k: v for k, v in fact.to_dict().items() if k != "text"}
+    meta.update({"source": "ariadnemem", "kind": "fact"})
+    return meta
+
+
+def ranked_facts(graph: EvidenceGraph) -> list[Fact]:
+    """Facts most relevant first (score, then the graph's time order): retriever order."""
+    order = {f.id: i for i, f in enumerate(graph.facts)}
+    return sorted(graph.facts, key=lambda f: (-f.score, order[f.id]))
+
+
+def paths_text(graph: EvidenceGraph) -> str | None:
+    """The reasoning paths written with fact texts (one path per line), or None."""
+    by_id = {f.id: f for f in graph.facts}
+    lines = []
+    for p in graph.paths:
+        if all(i in by_id for i in p):
+            lines.append(" -> ".join(f"[{by_id[i].label}] {by_id[i].text}" for i in p))
+    return "\n".join(lines) if lines else None
+
+
+def paths_metadata(graph: EvidenceGraph) -> dict[str, Any]:
+    return {"source": "ariadnemem", "kind": "paths", "query": graph.query,
+            "paths": [list(p) for p in graph.paths], "fast_path": graph.fast_path}
+
+
+def drop_facts(graph: EvidenceGraph, drop: set[str]) -> EvidenceGraph:
+    """A copy of ``graph`` without the facts in ``drop`` (nor edges/paths through them).
+
+    Labels are kept (F1, F3, ...) so they still match the untruncated graph. Serialize
+    the result with its own ``to_text()``.
+    """
+    facts = [replace(f, superseded_by=None if f.superseded_by in drop else f.superseded_by)
+             for f in graph.facts if f.id not in drop]
+    edges = [e for e in graph.edges if e[0] not in drop and e[1] not in drop]
+    paths = [p for p in graph.paths if not drop.intersection(p)]
+    return replace(graph, facts=facts, edges=edges, paths=paths, _text=None)
+
+
+def truncation_order(graph: EvidenceGraph) -> list[set[str]]:
+    """Groups of fact ids to drop one after the other, least relevant first.
+
+    A fact goes together with every older state it supersedes, so an outdated fact is
+    never shown without its newer state (the core's rule for its own node budget).
+    """
+    older: dict[str, list[str]] = {}
+    for f in graph.facts:
+        if f.superseded_by:
+            older.setdefault(f.superseded_by, []).append(f.id)
+    groups: list[set[str]] = []
+    done: set[str] = set()
+    order = {f.id: i for i, f in enumerate(graph.facts)}
+    # Lowest score first; among ties the older fact (earlier in the graph's time order).
+    for f in sorted(graph.facts, key=lambda f: (f.score, order[f.id])):
+        if f.id in done:
+            continue
+        group = {f.id}
+        stack = [f.id]
+        while stack:
+            for o in older.get(stack.pop(), ()):
+                if o not in group and o not in done:
+                    group.add(o)
+                    stack.append(o)
+        done |= group
+        groups.append(group)
+    return groups

@@ -1,0 +1,112 @@
+"""``AriadneMemBlock``: AriadneMem as a LlamaIndex ``Memory`` block.
+
+``Memory.from_defaults(memory_blocks=[AriadneMemBlock(memory=mem, user_id="alice")])``.
+
+* ``_aget(messages)`` returns the serialized evidence graph (``graph.to_text()``) for the
+  latest user message, or "" (the block is skipped) when nothing matches.
+* ``_aput(messages)`` stores user and assistant messages as Turns (role -> speaker via
+  ``speakers``; other roles and empty texts are skipped) and flushes. Note how LlamaIndex
+  calls it: ``Memory`` hands a block only the messages *ejected* from its short-term FIFO
+  (when the chat history passes ``token_limit * chat_history_token_ratio``), so recent
+  messages reach long-term memory when they leave the window. Call ``block.aput(messages)``
+  yourself to store them earlier.
+* ``atruncate(content, tokens)``: when ``Memory`` is over its ``token_limit`` it truncates
+  blocks with ``priority >= 1`` in ascending priority order (``priority=0``, the default,
+  is never truncated, whatever the field description says). This block then drops the
+  least relevant facts (a fact goes with the older states it supersedes) until about
+  ``tokens`` cl100k tokens are saved, and returns the shorter graph text; None (the block
+  is dropped) when nothing would be left.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.memory import BaseMemoryBlock
+
+from ariadnemem_core import EvidenceGraph
+from ariadnemem_core.tokens import count_tokens
+
+from .._compat import astore_turns, drop_facts, make_turn, scope_kwargs, truncation_order
+
+#: Graphs remembered by their text, so ``atruncate`` can drop facts instead of characters.
+_GRAPH_CACHE = 16
+
+
+class AriadneMemBlock(BaseMemoryBlock[str]):
+    """Long-term memory block: the AriadneMem evidence graph for the latest user message."""
+
+    name: str = Field(default="ariadnemem", description="The name of the memory block.")
+    description: str | None = Field(
+        default="Long-term memory: facts from past conversations relevant to the latest user message.",
+        description="A description of the memory block.",
+    )
+    memory: Any = Field(description="The AriadneMemory to read and write.", exclude=True)
+    user_id: str = "default"
+    agent_id: str | None = None
+    session_id: str | None = Field(
+        default=None, description="AriadneMem session scope (not the LlamaIndex Memory session id).")
+    speakers: dict[str, str] = Field(
+        default_factory=lambda: {"user": "user", "assistant": "assistant"},
+        description="Message role -> speaker name of the stored Turn; other roles are not stored.",
+    )
+    flush: bool = Field(default=True, description="Extract stored turns right away.")
+
+    _graphs: OrderedDict[str, EvidenceGraph] = PrivateAttr(default_factory=OrderedDict)
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        query = _latest_user_text(messages or [])
+        if not query:
+            return ""
+        graph = await self.memory.aretrieve(query, **self._scope())
+        if not graph.facts:
+            return ""
+        return self._remember(graph)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        turns = []
+        for m in messages:
+            speaker = self.speakers.get(str(getattr(m.role, "value", m.role)))
+            text = (m.content or "").strip()
+            if speaker and text:
+                turns.append(make_turn(speaker, text, metadata={"source": "llama_index"}))
+        await astore_turns(self.memory, turns, flush=self.flush, **self._scope())
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        graph = self._graphs.get(content) if isinstance(content, str) and content else None
+        if graph is None or tokens_to_truncate <= 0:
+            return None if graph is None else content
+        target = count_tokens(content) - tokens_to_truncate
+        drop: set[str] = set()
+        for group in truncation_order(graph):
+            drop |= group
+            if len(drop) >= len(graph.facts):
+                return None
+            smaller = drop_facts(graph, drop)
+            if count_tokens(smaller.to_text()) <= target:
+                return self._remember(smaller)
+        return None
+
+    def _remember(self, graph: EvidenceGraph) -> str:
+        text = graph.to_text()
+        self._graphs[text] = graph
+        self._graphs.move_to_end(text)
+        while len(self._graphs) > _GRAPH_CACHE:
+            self._graphs.popitem(last=False)
+        return text
+
+    def _scope(self) -> dict[str, Any]:
+        return scope_kwargs(self.user_id, self.agent_id, self.session_id)
+
+
+def _latest_user_text(messages: list[ChatMessage]) -> str:
+    for m in reversed(messages):
+        if str(getattr(m.role, "value", m.role)) == "user":
+            return (m.content or "").strip()
+    return ""
+
+
+__all__ = ["AriadneMemBlock"]
