@@ -12,7 +12,7 @@ pairs) is checked with the paper's three cases:
 
 Overlap is the Jaccard index of the two entries' stemmed keyword sets plus their persons.
 One guard the paper leaves implicit: two entries about *different* people (both name
-persons, none shared) are never a conflict, so they are ADDed ("Caroline loves painting"
+persons in their statement, none shared) are never a conflict, so they are ADDed ("Caroline loves painting"
 does not update "Melanie loves painting").
 """
 
@@ -66,9 +66,18 @@ def keyword_overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+def _subjects(entry: Entry) -> set[str]:
+    """Persons the entry's statement is about: named in its text, not merely its speaker
+    ("Leo: the meeting is at 2 pm" is about the meeting, not about Leo)."""
+    text = entry.text
+    if entry.speaker and text.startswith(f"{entry.speaker}: "):
+        text = text[len(entry.speaker) + 2 :]
+    lowered = text.lower()
+    return {p.lower() for p in entry.persons if p.lower() in lowered}
+
+
 def different_subjects(a: Entry, b: Entry) -> bool:
-    pa = {p.lower() for p in a.persons}
-    pb = {p.lower() for p in b.persons}
+    pa, pb = _subjects(a), _subjects(b)
     return bool(pa) and bool(pb) and not (pa & pb)
 
 

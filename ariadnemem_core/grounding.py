@@ -412,7 +412,9 @@ def _resolve(m: re.Match[str], day: date) -> str | None:
         prep = (g["prep"] or "").lower()
         if prep in ("by", "until", "till"):
             return _iso(_next_weekday(day, target, inclusive=True))
-        if prep != "since" and _tense(m.string, m.start(), m.end()) == "future":
+        # A bare weekday in a sentence with no past-tense verb is a schedule ("the meeting
+        # is at 2 pm on Friday"): the coming one. Past tense points back.
+        if prep != "since" and _tense(m.string, m.start(), m.end()) != "past":
             return _iso(_next_weekday(day, target))
         return _iso(_previous_weekday(day, target))
     return None
@@ -423,9 +425,8 @@ def ground_time(text: str, when: datetime | None) -> str:
     "last week (week of 2023-05-01)"). Nothing is grounded without a timestamp.
 
     Weekdays: "last Friday" is the most recent Friday before the turn's day, "next Friday"
-    the next one after it; a bare "(on) Friday" is the most recent one unless its sentence
-    speaks of the future ("will", "going", "next", ...), "this Friday" the coming one unless
-    its sentence is in the past tense.
+    the next one after it; a bare "(on) Friday" and "this Friday" are the coming one unless
+    their sentence is in the past tense ("we went hiking on Friday").
     """
     if when is None:
         return text

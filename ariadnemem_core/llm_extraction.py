@@ -65,7 +65,8 @@ EXTRACTION_USER_TEMPLATE = """\
 <turns>
 {turns}
 </turns>
-Return the JSON entries for turns {first_id} to {last_id}.{note}"""
+Return the JSON entries for turns {first_id} to {last_id}. Go through the turns in order:
+every turn from {first_id} to {last_id} needs at least one entry.{note}"""
 
 #: Earlier turns are shown without ids, so they cannot be cited as provenance.
 CONTEXT_TEMPLATE = """\

@@ -144,27 +144,33 @@ def drop_facts(graph: EvidenceGraph, drop: set[str]) -> EvidenceGraph:
 def truncation_order(graph: EvidenceGraph) -> list[set[str]]:
     """Groups of fact ids to drop one after the other, least relevant first.
 
-    A fact goes together with every older state it supersedes, so an outdated fact is
-    never shown without its newer state (the core's rule for its own node budget).
+    An outdated fact is never shown without its newer state (the rule the core's own node
+    budget follows): a fact ranks by the best score among itself and the older states it
+    supersedes, and dropping it drops those older states with it. Ties: older facts first.
     """
     older: dict[str, list[str]] = {}
     for f in graph.facts:
         if f.superseded_by:
             older.setdefault(f.superseded_by, []).append(f.id)
-    groups: list[set[str]] = []
-    done: set[str] = set()
-    order = {f.id: i for i, f in enumerate(graph.facts)}
-    # Lowest score first; among ties the older fact (earlier in the graph's time order).
-    for f in sorted(graph.facts, key=lambda f: (f.score, order[f.id])):
-        if f.id in done:
-            continue
-        group = {f.id}
-        stack = [f.id]
+
+    def chain(fid: str) -> set[str]:
+        out, stack = {fid}, [fid]
         while stack:
             for o in older.get(stack.pop(), ()):
-                if o not in group and o not in done:
-                    group.add(o)
+                if o not in out:
+                    out.add(o)
                     stack.append(o)
+        return out
+
+    score = {f.id: f.score for f in graph.facts}
+    order = {f.id: i for i, f in enumerate(graph.facts)}
+    key = {f.id: max(score[i] for i in chain(f.id)) for f in graph.facts}
+    groups: list[set[str]] = []
+    done: set[str] = set()
+    for fid in sorted(key, key=lambda i: (key[i], order[i])):
+        if fid in done:
+            continue
+        group = chain(fid) - done
         done |= group
         groups.append(group)
     return groups

@@ -87,7 +87,7 @@ def test_prompt_has_ids_dates_context_and_quoted_text(server: FakeOpenAIServer) 
     assert '"I went to the camping trip yesterday, it was number 1."' in context_part  # earlier turn
     assert "[T" not in context_part  # earlier turns carry no citable id
     assert user.index("</context>") < user.index("<turns>")
-    assert "[T4]" not in user and user.rstrip().endswith("T1 to T3.")
+    assert "[T4]" not in user and user.rstrip().endswith("every turn from T1 to T3 needs at least one entry.")
 
 
 def test_multi_turn_entry_takes_latest_timestamp_and_no_single_speaker(server: FakeOpenAIServer) -> None:

@@ -1,0 +1,115 @@
+"""The examples run end to end, offline, as a user would run them (subprocesses).
+
+Each run gets a fresh store under a temporary directory, the fast HashEmbedder
+(``--embedder hash``) and an environment without ``OPENAI_*`` variables, so the scripted /
+mock LLMs are used. The LangChain and LlamaIndex examples start in the background when the
+module starts (they are independent), while the chatbot test runs its two sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update({"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **extra})
+    return env
+
+
+def _start(name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(EXAMPLES / name), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=REPO, env=env or _env(),
+    )
+
+
+def _finish(name: str, proc: subprocess.Popen, stdin: str = "") -> str:
+    try:
+        out, err = proc.communicate(stdin, timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    return out
+
+
+def run_example(name: str, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> str:
+    return _finish(name, _start(name, *args, env=env), stdin)
+
+
+@pytest.fixture(scope="module")
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.Popen]]:
+    """The framework examples, started together; each test collects its own."""
+    base = tmp_path_factory.mktemp("examples")
+    procs = {name: _start(name, "--store", str(base / name), "--embedder", "hash")
+             for name in ("langchain_agent.py", "llama_index_query_engine.py")}
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _start_background_first(background: dict[str, subprocess.Popen]) -> None:
+    """Launch the background runs before the first test of the module."""
+
+
+def test_terminal_chatbot_remembers_across_restarts(tmp_path: Path) -> None:
+    env = _env(ARIADNEMEM_CHATBOT_STORE=str(tmp_path / "chatbot"))
+    first = run_example("terminal_chatbot.py", "--embedder", "hash", env=env,
+                        stdin="My favourite colour is teal.\nI have a dog called Pickle.\n")
+    assert "Memory at" in first and "0 memories for 'me'" in first
+    assert "Recalled nothing yet." in first
+    assert "Bye. 2 memories stored for 'me'." in first
+
+    second = run_example("terminal_chatbot.py", "--embedder", "hash", env=env,
+                         stdin="What is my favourite colour?\n/quit\nThis line is never read.\n")
+    lines = second.splitlines()
+    assert "2 memories for 'me'" in lines[0]
+    assert "> What is my favourite colour?" in lines
+    recalled = lines.index("> What is my favourite colour?") + 1
+    assert lines[recalled].startswith("Recalled (")
+    assert "  - " in lines[recalled + 1] and "teal" in lines[recalled + 1]  # best fact first
+    assert any(line.startswith("Bot: ") and "teal" in line for line in lines)
+    assert "never read" not in second
+
+
+def test_langchain_agent_example(background: dict[str, subprocess.Popen]) -> None:
+    out = _finish("langchain_agent.py", background["langchain_agent.py"])
+    lines = out.splitlines()
+    assert "Model: ScriptedChatModel" in lines
+    assert "User: Who suggested the hotel in Lisbon?" in lines
+    assert "Assistant: From memory: Ana suggested a small hotel in Alfama, so Maya reserved it for April 10." in lines
+    assert any(line.startswith("[memory]") and "add_to_memory" in line for line in lines)
+    # the fact stored through the tool is recalled by the middleware on the next turn
+    assert "Assistant: From memory: Maya's new phone number is 555-0199." in lines
+    assert "Stored turns for 'maya': 28" in lines  # 21 demo turns + 1 tool turn + 3 exchanges x 2
+
+
+def test_llama_index_example(background: dict[str, subprocess.Popen]) -> None:
+    out = _finish("llama_index_query_engine.py", background["llama_index_query_engine.py"])
+    assert "LLM: MockLLM" in out
+    assert "Q: What is Maya's phone number?" in out
+    assert "fast path: attribute" in out and "fast path: counter" in out
+    assert '[F1] "Maya\'s phone number is 555-0142 in case Leo need to reach Maya."' in out
+    assert "A: [MockLLM echoes its" in out
+    # the memory block put the evidence into the chat memory's system message
+    block = out.split("Chat memory with the AriadneMem block")[1]
+    assert "system: <memory>" in block and "<ariadnemem>" in block and "555-0142" in block
+
+
+def test_chatbot_help() -> None:
+    # argparse help exits before any model or store is opened
+    out = run_example("terminal_chatbot.py", "--help")
+    assert "--store" in out and "--embedder" in out and "ARIADNEMEM_CHATBOT_STORE" in out
