@@ -11,15 +11,20 @@ import importlib
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ariadnemem_core import Turn
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
 
-Mode = Literal["graph", "facts"]
+#: The two views every retriever offers: the whole graph, or one item per fact.
 MODES = ("graph", "facts")
+
+
+#: Distribution name of the top-level modules the adapters import (for error messages).
+_DISTRIBUTIONS = {"langchain_core": "langchain-core", "langchain_classic": "langchain-classic",
+                  "llama_index": "llama-index-core"}
 
 
 def require(module: str, extra: str, feature: str) -> ModuleType:
@@ -27,8 +32,10 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        top = module.split(".")[0]
+        dist = _DISTRIBUTIONS.get(top, top)
         raise ImportError(
-            f"{feature} needs the '{module.split('.')[0]}' package, which is not installed. "
+            f"{feature} needs the '{dist}' package, which could not be imported ({exc}). "
             f'Install it with: pip install "ariadnemem[{extra}]"'
         ) from exc
 

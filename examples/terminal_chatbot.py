@@ -22,7 +22,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ariadnemem_core import AriadneMemory, HashEmbedder, MiniLMEmbedder, Turn
+from ariadnemem_core import AriadneMemory, HashEmbedder, LLMError, MiniLMEmbedder, Turn
 
 #: Most recalled facts printed per message (the answer reads the whole evidence graph).
 SHOWN_FACTS = 5
@@ -73,14 +73,18 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if not interactive:
                 print(f"> {text}")
-            answer = memory.answer(text, user_id=args.user)
-            facts = sorted(answer.graph.facts, key=lambda f: -f.score)[:SHOWN_FACTS]
+            try:
+                answer = memory.answer(text, user_id=args.user)
+                graph, reply = answer.graph, answer.text
+            except LLMError as exc:  # the configured LLM failed after its retries
+                graph, reply = memory.retrieve(text, user_id=args.user), f"(the LLM failed: {exc})"
+            facts = sorted(graph.facts, key=lambda f: -f.score)[:SHOWN_FACTS]
             if facts:
-                print(f"Recalled ({len(answer.graph.facts)} facts):")
+                print(f"Recalled ({len(graph.facts)} facts):")
                 for f in facts:
                     day = f.timestamp.strftime("%Y-%m-%d") if f.timestamp else "undated"
                     print(f"  - {day}: {f.text}")
-                print(f"Bot: {answer.text}")
+                print(f"Bot: {reply}")
             else:
                 print("Recalled nothing yet.")
                 print("Bot: I'll remember that.")

@@ -96,6 +96,7 @@ def test_graph_mode_fast_path_metadata(memory: AriadneMemory) -> None:
 def test_facts_mode_one_document_per_fact_then_paths(memory: AriadneMemory) -> None:
     graph = memory.retrieve(LISBON_Q, user_id=USER)
     docs = AriadneMemRetriever(memory=memory, user_id=USER, mode="facts").invoke(LISBON_Q)
+    assert graph.paths, "the demo's multi-hop question should mine reasoning paths"
     *facts, paths = docs
     assert len(facts) == len(graph.facts)
     assert {d.id for d in facts} == {f.id for f in graph.facts}
