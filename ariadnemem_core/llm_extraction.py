@@ -9,10 +9,13 @@ ids or skip turns, and the memory must never lose a turn because of that. So:
   ``source_turn_ids`` they came from, all of which must be turns of the window);
 * an invalid or failed window is retried (``retries``, default 1) with a note saying what
   was wrong, then falls back to :class:`~ariadnemem_core.extraction.RuleExtractor`;
+* an entry whose words plainly come from another window turn than the one it cites is
+  re-cited to that turn (small models skip a turn and cite the rest one off);
 * after a valid reply, every window turn that no entry cites is rule-extracted on its own
   ("patched"), so every turn is covered by some entry's provenance.
 
-``stats`` counts windows, llm_ok, retries, fallback_windows, patched_turns (thread-safe).
+``stats`` counts windows, llm_ok, retries, fallback_windows, patched_turns, reanchored
+(thread-safe).
 """
 
 from __future__ import annotations
@@ -86,6 +89,12 @@ _LIST_FIELDS = ("keywords", "persons", "entities")
 _OPT_STR_FIELDS = ("location", "topic")
 #: How many earlier turns are shown as context.
 CONTEXT_TURNS = 4
+#: Provenance check (see :func:`reanchor`): an entry whose content words are mostly absent
+#: from the turns it cites (coverage below the first value) but mostly present in one other
+#: window turn (at least the second value) is re-cited to that turn. Small models skip a
+#: turn and then cite every following turn one off; this repairs exactly that.
+REANCHOR_MAX_CITED = 0.25
+REANCHOR_MIN_OTHER = 0.6
 
 
 class InvalidExtraction(ValueError):
@@ -216,6 +225,31 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
     return out
 
 
+def reanchor(items: list[dict[str, Any]], turns: Sequence[Turn]) -> int:
+    """Re-cite entries whose text clearly comes from a different window turn than the ones
+    they cite (in place); returns how many were re-cited.
+
+    Coverage is the share of an entry's content words (:func:`grounding.keywords`, names
+    of the speakers left out) found in the cited turns. Entries with fewer than three
+    content words are left alone (too little evidence either way).
+    """
+    names = {w for t in turns for w in t.speaker.lower().split()}
+    turn_words = [set(g.keywords(g.normalize_text(t.text), names)) for t in turns]
+    changed = 0
+    for item in items:
+        words = set(g.keywords(item["text"], names))
+        if len(words) < 3:
+            continue
+        cited = set().union(*(turn_words[p] for p in item["positions"]))
+        if len(words & cited) / len(words) >= REANCHOR_MAX_CITED:
+            continue
+        best = max(range(len(turns)), key=lambda i: len(words & turn_words[i]))
+        if best not in item["positions"] and len(words & turn_words[best]) / len(words) >= REANCHOR_MIN_OTHER:
+            item["positions"] = [best]
+            changed += 1
+    return changed
+
+
 class LLMExtractor:
     """The :class:`~ariadnemem_core.extraction.Extractor` backed by an LLM (one call per
     window), with per-window retry, rule fallback and coverage patching.
@@ -242,8 +276,8 @@ class LLMExtractor:
         self.max_tokens_cap = max_tokens_cap
         self._lock = threading.Lock()
         self._stats: dict[str, int] = dict.fromkeys(
-            ("windows", "llm_ok", "retries", "fallback_windows", "patched_turns", "invalid_replies",
-             "failed_calls", "entries"), 0)
+            ("windows", "llm_ok", "retries", "fallback_windows", "patched_turns", "reanchored",
+             "invalid_replies", "failed_calls", "entries"), 0)
         self.last_error: str | None = None
         self._rule: Any = None
 
@@ -251,7 +285,7 @@ class LLMExtractor:
     @property
     def stats(self) -> dict[str, int]:
         """Counters since construction: windows, llm_ok, retries, fallback_windows,
-        patched_turns, invalid_replies, failed_calls, entries."""
+        patched_turns, reanchored, invalid_replies, failed_calls, entries."""
         with self._lock:
             return dict(self._stats)
 
@@ -344,6 +378,9 @@ class LLMExtractor:
 
     def _accept(self, resp: LLMResponse, turns: Sequence[Turn], context: ExtractionContext) -> list[Entry]:
         items = validate_output(resp.data, turns)
+        moved = reanchor(items, turns)
+        if moved:
+            self._bump("reanchored", moved)
         entries = self._entries(items, turns, resp.model or self.client.model)
         self._bump("llm_ok")
         entries = self._patch(entries, turns, context)

@@ -270,3 +270,27 @@ def test_memory_facade_with_llm_extractor(server: FakeOpenAIServer) -> None:
     missing = {t.turn_id for t in turns} - cited
     assert len(missing) <= stats.get("gate_dropped", 0), f"turns lost: {sorted(missing)}"
     assert ex.stats["windows"] >= 2 and server.count >= 2
+
+
+def test_shifted_citations_are_reanchored(server: FakeOpenAIServer) -> None:
+    import json
+
+    texts = ["I adopted a grey cat named Pixel last week.", "Wow, love that painting of the lighthouse!",
+             "The pottery class at the community center starts on Monday.",
+             "My sister Jane is visiting Lisbon in June with her kids."]
+    turns = [Turn(SPEAKERS[i % 2], t, T0 + timedelta(minutes=i), f"S:{i + 1}") for i, t in enumerate(texts)]
+    # the model skipped T2 and cited every later turn one off
+    server.queue(lambda body: (200, json.dumps({"entries": [
+        {"text": "Caroline adopted a grey cat named Pixel last week.", "source_turn_ids": ["T1"]},
+        {"text": "The pottery class at the community center starts on Monday.", "source_turn_ids": ["T2"]},
+        {"text": "Melanie's sister Jane is visiting Lisbon in June with her kids.", "source_turn_ids": ["T3"]},
+        {"text": "Caroline likes it.", "source_turn_ids": ["T4"]},  # too few words to judge: kept
+    ]})))
+    ex = LLMExtractor(make_client(server))
+    entries = ex.extract(turns, ExtractionContext())
+    assert_covered(entries, turns)
+    cites = {e.text: e.source_turn_ids for e in entries}
+    assert cites["The pottery class at the community center starts on Monday."] == ["S:3"]
+    assert cites["Melanie's sister Jane is visiting Lisbon in June with her kids."] == ["S:4"]
+    assert cites["Caroline likes it."] == ["S:4"]
+    assert ex.stats["reanchored"] == 2 and ex.stats["patched_turns"] == 1  # T2 rule-extracted
