@@ -19,7 +19,8 @@ accounting are identical everywhere and the benchmarks can report cost per call.
   object, the first balanced ``{...}``), because servers without JSON mode still answer.
 * Every call is recorded in a thread-safe :class:`LLMUsage` accumulator
   (``client.usage`` is a dict snapshot).
-* Tests inject an ``http_client`` / ``async_http_client`` or prebuilt SDK clients.
+* Tests inject an ``http_client`` / ``async_http_client`` or prebuilt SDK clients (build
+  those with ``max_retries=0``, or the SDK retries underneath our counted retries).
 """
 
 from __future__ import annotations

@@ -105,12 +105,18 @@ class AriadneMemory:
 
     def flush(self) -> None:
         """Extract every pending turn now, including partial windows."""
-        with self._write_lock:
+        with self._write_lock, self.store.write_guard():
             scopes = {s for _, s, _ in self.store.pending()}
             for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
                 self._process(scope, full_only=False)
 
     def _process(self, scope: Scope, *, full_only: bool) -> None:
+        # The cross-process writer lock spans reading the pending turns to committing
+        # their entries: two processes must never extract the same pending turns.
+        with self.store.write_guard():
+            self._process_locked(scope, full_only=full_only)
+
+    def _process_locked(self, scope: Scope, *, full_only: bool) -> None:
         rows = self.store.pending(scope)
         size = self.config.window_size
         n = len(rows) if not full_only else (len(rows) // size) * size

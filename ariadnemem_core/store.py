@@ -280,6 +280,10 @@ class Store:
                 if self._guard_depth == 0:
                     fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_UN)
 
+    def write_guard(self):
+        """Hold the cross-process writer lock across several store calls (reentrant)."""
+        return self._write_guard()
+
     def _generation(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0

@@ -294,3 +294,19 @@ def test_shifted_citations_are_reanchored(server: FakeOpenAIServer) -> None:
     assert cites["Melanie's sister Jane is visiting Lisbon in June with her kids."] == ["S:4"]
     assert cites["Caroline likes it."] == ["S:4"]
     assert ex.stats["reanchored"] == 2 and ex.stats["patched_turns"] == 1  # T2 rule-extracted
+
+
+def test_large_windows_can_be_split_per_call(server: FakeOpenAIServer) -> None:
+    ex = LLMExtractor(make_client(server), max_turns_per_call=4)
+    turns = make_turns(10)
+    entries = ex.extract(turns, ExtractionContext())
+    assert_covered(entries, turns)
+    assert server.count == 3 and ex.stats["windows"] == 3 and ex.stats["llm_ok"] == 3
+    last = server.requests[2]["messages"][1]["content"]
+    assert "<context>" in last and "[T3]" not in last  # earlier parts are context, not citable
+    assert [e.source_turn_ids[0] for e in entries] == [t.turn_id for t in turns]  # order kept
+    entries = asyncio.run(ex.aextract(turns, ExtractionContext()))
+    assert_covered(entries, turns)
+    assert [e.source_turn_ids[0] for e in entries] == [t.turn_id for t in turns]
+    with pytest.raises(ValueError):
+        LLMExtractor(make_client(server), max_turns_per_call=0)
