@@ -41,7 +41,7 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     if cfg.enable_fastpaths:
         fast = try_fast_paths(store, scope, query, known_persons)
         if fast is not None:
-            entries = _in_scope(store.get(fast.entry_ids, scope.user_id), scope)
+            entries = _in_scope(store.get(fast.entry_ids, scope.user_id, cached=True), scope)
             if entries:
                 graph = _assemble(query, entries, {i: 1.0 for i in entries}, {i: "terminal" for i in entries},
                                   [], [])
@@ -84,7 +84,7 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
         t = time.perf_counter()
         pairs = bridges_mod.bridge_pairs(g, list(entries.values()), scores, cfg)
         found = bridges_mod.discover_bridges(store, scope, pairs, set(entries), cfg)
-        new = _in_scope(store.get({b.bridge for b in found}, scope.user_id), scope)
+        new = _in_scope(store.get({b.bridge for b in found}, scope.user_id, cached=True), scope)
         for b in found:
             if b.bridge not in new:
                 continue
@@ -178,7 +178,7 @@ def _newer_states(store, scope: Scope, entries: dict[str, Entry]
                 frontier.add(e.dst)
         if not frontier:
             break
-    newer = _in_scope(store.get(seen - set(entries), scope.user_id), scope)
+    newer = _in_scope(store.get(seen - set(entries), scope.user_id, cached=True), scope)
     chains = {s: [d for d in ds if d in entries or d in newer] for s, ds in succ.items()}
     return newer, {s: ds for s, ds in chains.items() if ds}
 

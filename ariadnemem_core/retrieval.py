@@ -108,6 +108,6 @@ def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, conf
     """Terminals for a query: (scored candidates best first, the query's entities)."""
     dense = dense_candidates(store, scope, qvec, config.k_sem)
     lexical = lexical_candidates(store, scope, query, config.k_lex)
-    entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id)
+    entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id, cached=True)
     entities = query_entities(query, known_persons)
     return fuse(entries, dense, lexical, qvec, entities, config), entities

@@ -31,7 +31,8 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,10 @@ class Store:
         self._guard_depth = 0
         self._gen = -1
         self._stale = False
+        # Read cache for the hot retrieval path, valid for one store generation: any
+        # write, by this process or another, bumps the generation and empties it.
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._cache_gen = -1
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             # Cross-process writer lock (see ``_write_guard``).
@@ -317,6 +322,32 @@ class Store:
                     self._db.execute("ROLLBACK")
                 raise
 
+    CACHE_SIZE = 4096
+
+    def _fresh_cache(self) -> OrderedDict[tuple, Any]:
+        """The read cache, emptied first if any process wrote since it was filled."""
+        gen = self._generation()
+        if gen != self._cache_gen:
+            self._cache.clear()
+            self._cache_gen = gen
+        return self._cache
+
+    def _remember(self, key: tuple, value: Any) -> Any:
+        self._cache[key] = value
+        if len(self._cache) > self.CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per store generation (bounded LRU). Only for values the
+        retrieval path treats as read-only; the public facade reads bypass it."""
+        with self._lock:
+            cache = self._fresh_cache()
+            if key in cache:
+                cache.move_to_end(key)
+                return cache[key]
+            return self._remember(key, compute())
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
             if self._closed:
@@ -398,6 +429,9 @@ class Store:
         return [_turn_from_json(r[0]) for r in rows]
 
     def participants(self, user_id: str) -> list[str]:
+        return list(self._cached(("participants", user_id), lambda: self._participants(user_id)))
+
+    def _participants(self, user_id: str) -> list[str]:
         rows = self._read(
             "SELECT speaker FROM entries WHERE user_id = ? AND speaker IS NOT NULL "
             "GROUP BY speaker ORDER BY MIN(seq)",
@@ -485,8 +519,18 @@ class Store:
         )
 
     # ------------------------------------------------------------------ reads
-    def get(self, ids: Iterable[str], user_id: str | None = None) -> dict[str, Entry]:
+    def get(self, ids: Iterable[str], user_id: str | None = None, *, cached: bool = False) -> dict[str, Entry]:
+        """Entries by id (missing ids are absent). ``cached=True`` (retrieval only) may
+        return shared objects from the generation cache: the caller must not mutate them."""
         ids = list(dict.fromkeys(ids))
+        if cached:
+            with self._lock:
+                cache = self._fresh_cache()
+                found = {i: cache[("entry", i)] for i in ids if ("entry", i) in cache}
+                missing = [i for i in ids if i not in found]
+                for i, e in (self.get(missing) if missing else {}).items():
+                    found[i] = self._remember(("entry", i), e)
+            return {i: found[i] for i in ids if i in found and (user_id is None or found[i].user_id == user_id)}
         out: dict[str, Entry] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
@@ -539,10 +583,13 @@ class Store:
 
     def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         """The next ``n`` entries stored after ``entry`` in its scope (insertion order):
-        in a dialogue, the reply to it."""
-        sql, params = _scope_sql(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ? AND seq > ?",
+        in a dialogue, the reply to it. Read-only shared objects (generation cache)."""
+        sql, params = _scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq > ?",
                                  [scope.user_id, entry.seq], scope)
-        return [self._row_to_entry(r) for r in self._read(sql + " ORDER BY seq LIMIT ?", [*params, n])]
+        key = ("following", scope.user_id, scope.agent_id, scope.session_id, entry.seq, n)
+        ids = self._cached(key, lambda: [r[0] for r in self._read(sql + " ORDER BY seq LIMIT ?", [*params, n])])
+        found = self.get(ids, scope.user_id, cached=True)
+        return [found[i] for i in ids if i in found]
 
     def vectors_in_window(self, scope: Scope, lo: float, hi: float) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi.
@@ -602,7 +649,9 @@ class Store:
         return [r[0] for r in rows]
 
     def known_persons(self, user_id: str) -> set[str]:
-        return {r[0] for r in self._read("SELECT DISTINCT person FROM mentions WHERE user_id = ?", (user_id,))}
+        persons = self._cached(("persons", user_id), lambda: frozenset(
+            r[0] for r in self._read("SELECT DISTINCT person FROM mentions WHERE user_id = ?", (user_id,))))
+        return set(persons)
 
     def attribute(self, user_id: str, subject: str, attribute: str) -> list[tuple[str, str, float | None]]:
         """(value, entry id, ts) for a stored self-stated attribute, newest first."""

@@ -130,3 +130,28 @@ def test_export_import_round_trip(make_memory, tmp_path):
         for q in QUESTIONS:
             assert copy.retrieve(q, user_id=user).to_text() == mem.retrieve(q, user_id=user).to_text()
     assert copy.store.mentions("alice", "maya", ["climb"]) == mem.store.mentions("alice", "maya", ["climb"])
+
+
+def test_retrieval_cache_sees_writes_from_another_handle(make_memory, tmp_path):
+    """The retrieval path caches decoded entries per store generation; a write through
+    another handle on the same path (as another process would) must invalidate it."""
+    from ariadnemem_core import AriadneMemory
+
+    reader = make_memory("shared")
+    reader.add(dialogue("c"))
+    reader.flush()
+    question = "When is the kickoff meeting?"
+    before = reader.retrieve(question)
+    kickoff = [f for f in before.facts if "kickoff" in f.text.lower()]
+    assert kickoff
+    gone = kickoff[0].id
+    writer = AriadneMemory(tmp_path / "shared", embedder=reader.embedder)
+    try:
+        writer.delete(gone)
+        writer.add([turn("Leo", "The kickoff meeting moved to 5 pm on Friday.", 5 * DAY, "c7")])
+        writer.flush()
+    finally:
+        writer.close()
+    after = reader.retrieve(question)
+    assert gone not in {f.id for f in after.facts}
+    assert any("5 pm" in f.text for f in after.facts)
