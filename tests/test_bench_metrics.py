@@ -92,3 +92,23 @@ def test_ingest_figures_and_gate_rate() -> None:
 def test_peak_rss_positive() -> None:
     rss = peak_rss()
     assert rss["ru_maxrss_mb"] > 10
+
+
+def test_fast_path_summary_counts_fires_and_evidence_accuracy() -> None:
+    from ariadnemem_core.bench.metrics import fast_path_summary
+
+    recs = [
+        make_record("q1", 4, ["a", "b"], {"a", "b"}, 10, 1.0, fast_path=True),  # right
+        make_record("q2", 4, ["c", "d"], {"c"}, 10, 1.0, fast_path=True),  # half right
+        make_record("q3", 1, ["e"], set(), 10, 1.0, fast_path=True),  # other path, wrong
+        make_record("q4", 1, ["f"], {"f"}, 10, 1.0),  # no fast path
+    ]
+    for rec, name in zip(recs, ["counter", "counter", "attribute", None], strict=True):
+        if name:
+            rec.extra["fast_path"] = name
+    out = fast_path_summary(recs)
+    assert set(out) == {"counter", "attribute"}
+    assert out["counter"]["fired"] == 2 and out["counter"]["rate"] == 0.5
+    assert out["counter"]["evidence_recall"] == 0.75 and out["counter"]["evidence_all_hit"] == 0.5
+    assert out["attribute"]["evidence_all_hit"] == 0.0
+    assert summarize(recs)["fast_paths"] == out

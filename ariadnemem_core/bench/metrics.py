@@ -114,13 +114,32 @@ def summarize_group(records: Sequence[QuestionRecord]) -> dict[str, Any]:
     }
 
 
+def fast_path_summary(records: Sequence[QuestionRecord]) -> dict[str, dict[str, Any]]:
+    """Per fast path (name kept in ``record.extra["fast_path"]``): how often it fired and
+    how often the evidence it returned was right (recall / every evidence turn covered,
+    over the fired questions that have gold evidence)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted({r.extra.get("fast_path") for r in records if r.extra.get("fast_path")}):
+        fired = [r for r in records if r.extra.get("fast_path") == name]
+        scored = [r for r in fired if r.evidence]
+        out[name] = {
+            "fired": len(fired),
+            "rate": len(fired) / len(records) if records else None,
+            "evidence_recall": mean(r.recall for r in scored),  # type: ignore[misc]
+            "evidence_all_hit": mean(r.all_hit for r in scored),  # type: ignore[misc]
+        }
+    return out
+
+
 def summarize(records: Sequence[QuestionRecord]) -> dict[str, Any]:
-    """Per-category figures, ``overall`` (categories 1-4) and ``all`` (every question)."""
+    """Per-category figures, ``overall`` (categories 1-4), ``all`` (every question) and
+    ``fast_paths`` (per fast path: fires and evidence accuracy)."""
     cats = sorted({r.category for r in records})
     return {
         "categories": {str(c): summarize_group([r for r in records if r.category == c]) for c in cats},
         "overall": summarize_group([r for r in records if r.category in SCORED_CATEGORIES]),
         "all": summarize_group(records),
+        "fast_paths": fast_path_summary(records),
     }
 
 

@@ -153,11 +153,15 @@ def locomo_markdown(results: Mapping[str, Any]) -> str:
     for n, s in results["systems"].items():
         if s.get("kind") == "ariadnemem":
             a = s["summary"]["all"]
-            extra.append([n, fmt(a["fast_path_rate"]), fmt(a["bridges_mean"], "rate"),
+            fps = s["summary"].get("fast_paths", {})
+            fired = "; ".join(f"{name} {f['fired']}x, evidence R {fmt(f['evidence_recall'])} / all "
+                              f"{fmt(f['evidence_all_hit'])}" for name, f in fps.items()) or "none fired"
+            extra.append([n, fmt(a["fast_path_rate"]), fired, fmt(a["bridges_mean"], "rate"),
                           fmt(a["latency_p95_ms"], "ms")])
     if extra:
-        lines += ["## Phase II", "", markdown_table(("system", "fast-path %", "bridges / question", "p95 ms"),
-                                                    extra), ""]
+        lines += ["## Phase II", "", markdown_table(
+            ("system", "fast-path %", "fast paths: fired, evidence right (%)", "bridges / question", "p95 ms"),
+            extra), ""]
     lines += [
         "## Run",
         "",

@@ -80,6 +80,8 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                 covered = covered_turns(graph)
                 rec = make_record(q.qid, q.category, q.evidence, covered, graph.token_count(), latency,
                                   fast_path=graph.fast_path is not None, bridges=bridges_in(graph))
+                if graph.fast_path:
+                    rec.extra["fast_path"] = graph.fast_path
                 records.append(rec)
                 if diagnostics is not None:
                     diagnostics.append(_diagnostic(conv, q, rec, graph, stored, cfg))
