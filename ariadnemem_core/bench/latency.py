@@ -138,24 +138,30 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
     store_vals = [r["store_hybrid_ms"] for r in rows if "store_hybrid_ms" in r]
     via_store = latency_summary(store_vals) if store_ok and store_vals else None
     ratio_store = (ours["p50_ms"] / via_store["p50_ms"]) if via_store and via_store["p50_ms"] else None
+    ours_cold = latency_summary(col("ariadnemem_with_embedding_ms"))
+    flat_cold = latency_summary(col("flat_hybrid_with_embedding_ms"))
+    ratio_cold = (ours_cold["p50_ms"] / flat_cold["p50_ms"]) if ours_cold["p50_ms"] and flat_cold["p50_ms"] else None
     results: dict[str, Any] = {
         "benchmark": "latency",
         "dataset": {"path": str(path), "conversation": conv.sample_id, "turns": len(conv.turns),
                     "questions": len(questions), "entries": n_entries},
         "ingest_s": round(ingest_s, 3),
         "flat_hybrid_k": k,
-        "ariadnemem": {"with_embedding": latency_summary(col("ariadnemem_with_embedding_ms")),
+        "ariadnemem": {"with_embedding": ours_cold,
                        "without_embedding": ours, "stages_warm": _stage_summary(stages),
                        "fast_path_rate": mean(r["fast_path"] is not None for r in rows)},
-        "flat_hybrid": {"with_embedding": latency_summary(col("flat_hybrid_with_embedding_ms")),
+        "flat_hybrid": {"with_embedding": flat_cold,
                         "without_embedding": flat},
         "flat_hybrid_store": {"without_embedding": via_store, "error": store_error},
         "ratio_p50": ratio,
         "ratio_p50_vs_store_hybrid": ratio_store,
+        "ratio_p50_with_embedding": ratio_cold,
         "targets": {"p50_ms": TARGET_P50_MS, "ratio": TARGET_RATIO},
         "meets_targets": {
             "p50": ours["p50_ms"] is not None and ours["p50_ms"] <= TARGET_P50_MS,
             "ratio": ratio is not None and ratio <= TARGET_RATIO,
+            "ratio_vs_store_hybrid": ratio_store is not None and ratio_store <= TARGET_RATIO,
+            "ratio_with_embedding": ratio_cold is not None and ratio_cold <= TARGET_RATIO,
         },
         "per_question": rows,
         "config": cfg.to_dict(),
@@ -197,6 +203,7 @@ def latency_markdown(results: dict[str, Any]) -> str:
         "",
         f"Ratio of p50s (warm): {fmt(results['ratio_p50'], 'rate')}x (target <= {TARGET_RATIO:g}x); "
         f"vs the store-backed flat hybrid: {fmt(results['ratio_p50_vs_store_hybrid'], 'rate')}x; "
+        f"cold (query embedding included in both): {fmt(results['ratio_p50_with_embedding'], 'rate')}x; "
         f"AriadneMem p50 target <= {TARGET_P50_MS:g} ms. Meets: {results['meets_targets']}. "
         f"Fast-path share: {fmt(a['fast_path_rate'])} %.",
         "",
