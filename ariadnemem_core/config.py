@@ -58,8 +58,13 @@ class Config:
     coarsen_candidates: int = 5
 
     # ---------------- Phase II: reasoning ----------------
-    #: Dense candidates (paper: k_sem = 20).
-    k_sem: int = 20
+    #: Dense candidates. DEPARTURE (paper: k_sem = 20): entries here are single sentences
+    #: (about 2.1 per turn), so 20 dense candidates reach back over fewer turns than the
+    #: paper's LLM-written entries do. With 30, evidence recall on the whole dev set rose in
+    #: every category 1-4 (multi-hop 53.2 -> 53.8%, temporal 83.5 -> 84.0%, open-domain
+    #: 51.4 -> 53.0%, single-hop 80.3 -> 81.3%) at the same token cost (the node and token
+    #: budgets still decide what is shown); 40 dense + 20 lexical was worse (79.5% single-hop).
+    k_sem: int = 30
     #: BM25 candidates. DEPARTURE (paper: k_lex = 5): on LoCoMo, BM25 alone is as strong
     #: as dense retrieval (flat top-30 evidence recall 67.8% vs 66.1%); with 15 lexical
     #: candidates multi-hop recall rose from 55.7% to 58.3% at the same token cost on
@@ -127,8 +132,10 @@ class Config:
 
     @classmethod
     def paper(cls, **changes: Any) -> Config:
-        """The paper's published defaults, where this project departs from them."""
-        return cls(**({"lambda_red": 0.6, "lambda_coal": 0.7} | changes))
+        """The paper's published thresholds and candidate counts where this project departs
+        from them (the additions, such as reply context, stay on: switch them off by name)."""
+        paper = {"lambda_red": 0.6, "lambda_coal": 0.7, "k_sem": 20, "k_lex": 5}
+        return cls(**(paper | changes))
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` applied (validated)."""

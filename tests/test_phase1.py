@@ -208,3 +208,19 @@ def test_embeddings_are_stored_normalized(make_memory):
 def test_naive_timestamps_are_read_as_utc():
     t = Turn("Ana", "hi", datetime(2023, 1, 1, 12, 0))
     assert t.timestamp.utcoffset().total_seconds() == 0
+
+
+def test_config_documents_paper_defaults_and_validates():
+    """``Config.paper()`` restores every threshold we depart from; bad values and names fail clearly."""
+    from ariadnemem_core.errors import ConfigError
+
+    paper, ours = Config.paper(), Config()
+    assert (paper.lambda_red, paper.lambda_coal, paper.k_sem, paper.k_lex) == (0.6, 0.7, 20, 5)
+    assert (ours.k_sem, ours.k_lex) != (paper.k_sem, paper.k_lex)
+    assert Config.paper(k_sem=7).k_sem == 7
+    with pytest.raises(ConfigError):
+        Config(k_sem=0)
+    with pytest.raises(ConfigError):
+        Config().ablate("nonsense")
+    with pytest.raises(ConfigError):
+        Config.from_dict({"k_semm": 3})
