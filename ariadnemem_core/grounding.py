@@ -440,7 +440,13 @@ def ground_time(text: str, when: datetime | None) -> str:
     out: list[str] = []
     last = 0
     for m in matches:
-        resolved = _resolve(m, day)
+        try:
+            resolved = _resolve(m, day)
+        except (OverflowError, ValueError):
+            # "tomorrow" on 9999-12-31 or "last month" in year 1 leaves datetime's range:
+            # keep the words ungrounded rather than fail the window (the turn is pending
+            # already, so an exception here would fail every later flush).
+            resolved = None
         if resolved is None:
             continue
         out.append(text[last:m.end()])

@@ -23,14 +23,15 @@ from .config import Config
 from .embedding import Embedder, MiniLMEmbedder
 from .errors import ExtractionError, InvalidInputError, NotFoundError
 from .extraction import ExtractionContext, Extractor, RuleExtractor
-from .models import Entry, Scope, Turn, UpdateEdge
+from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
 from .store import Store, WindowCommit
 
 if TYPE_CHECKING:
     from .evidence import EvidenceGraph
 
-#: Longest accepted query in characters; longer questions are truncated to their last
-#: part for retrieval (documented; the question itself is never stored).
+#: Longest query used, in characters; a longer question is cut to its *last* part for
+#: retrieval (a long prompt usually ends with the actual question) so retrieval time stays
+#: bounded whatever the caller sends. The question itself is never stored.
 MAX_QUERY_CHARS = 4000
 
 
@@ -92,6 +93,23 @@ class AriadneMemory:
 
         Turns are durable when this returns. Full windows are extracted now, the rest on
         the next ``add`` that fills the window, on ``flush()`` or on ``close()``.
+
+        Every turn of the batch is validated before anything is stored, and a bad one
+        raises :class:`InvalidInputError` naming it (``turns[3].text``), so the store is
+        never left with part of a batch or with a pending turn that can never be
+        processed. What is accepted (see :class:`Turn`):
+
+        * ``text``: a ``str`` of at most ``MAX_TEXT_CHARS`` (200,000) characters. Longer
+          text (a pasted 1 MB log) is *rejected*, not truncated, so nothing is silently
+          lost; split it into several turns. Within the limit, ingest is bounded by the
+          atomic sentence split. Empty or whitespace-only text, ``bytes`` and lone
+          surrogates are rejected; control characters (NUL included) are stripped, tab
+          and newline kept, CR/VT/FF made newlines.
+        * ``timestamp``: ``datetime`` (naive = UTC, not local time), ISO 8601 string or
+          None; any year from 1 to 9999; turns may arrive out of time order (entries are
+          read back in timestamp order). Unparseable strings are rejected.
+        * dicts: the keys of ``Turn``; unknown keys are rejected (put extras in
+          ``metadata``), and ``metadata`` must be JSON-serializable.
         """
         scope = Scope(user_id, agent_id, session_id)
         batch = _normalize_turns(turns)
@@ -358,7 +376,13 @@ class AriadneMemory:
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
                  session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
-        """The query's connected evidence graph (no LLM call). See ``reasoning.build``."""
+        """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
+
+        The query is cleaned like turn text (control characters stripped, lone surrogates
+        replaced with U+FFFD since it is never stored) and cut to its last
+        ``MAX_QUERY_CHARS`` characters, so a 100 KB prompt costs what a 4 KB one does.
+        Empty or non-``str`` queries raise :class:`InvalidInputError` (field ``query``).
+        """
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
@@ -403,14 +427,23 @@ class AriadneMemory:
 
 # ---------------------------------------------------------------------- helpers
 def _normalize_turns(turns: Any) -> list[Turn]:
+    """Validate a whole batch up front (see ``add``): every problem is an
+    :class:`InvalidInputError` naming the turn and field, raised before anything is stored."""
     if isinstance(turns, Turn | Mapping):
         turns = [turns]
-    elif isinstance(turns, str | bytes):
+    elif isinstance(turns, str | bytes | bytearray):
         raise InvalidInputError("turns", "expected Turn objects or dicts, got a string")
+    elif not isinstance(turns, Iterable):
+        raise InvalidInputError("turns", f"expected a Turn, a dict or an iterable of them, got {type(turns).__name__}")
     out: list[Turn] = []
     for i, t in enumerate(turns):
         if isinstance(t, Turn):
-            out.append(t)
+            # Re-validated as a copy: a Turn's fields may have been reassigned after it was
+            # built, and a bad value persisted as pending would fail every later flush.
+            try:
+                out.append(Turn(t.speaker, t.text, t.timestamp, t.turn_id, t.metadata))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"turns[{i}].{exc.field}", exc.problem) from exc
         elif isinstance(t, Mapping):
             try:
                 out.append(Turn.from_dict(t))
@@ -430,13 +463,17 @@ def _mean_vector(vectors: list[np.ndarray]) -> np.ndarray:
 
 
 def _check_query(query: Any) -> str:
+    """Validate and bound a question (see ``retrieve``): cut first, so a huge query costs
+    no more than ``MAX_QUERY_CHARS`` of cleaning; lone surrogates are replaced rather than
+    rejected because the query is never stored, but a tokenizer would choke on them."""
     if not isinstance(query, str):
         raise InvalidInputError("query", f"expected str, got {type(query).__name__}")
-    query = query.replace("\x00", " ").strip()
-    if not query:
-        raise InvalidInputError("query", "is empty or whitespace only")
+    query = query.strip()
     if len(query) > MAX_QUERY_CHARS:
         query = query[-MAX_QUERY_CHARS:]
+    query = _SURROGATE.sub("\ufffd", clean_text(query)).strip()
+    if not query:
+        raise InvalidInputError("query", "is empty or whitespace only")
     return query
 
 

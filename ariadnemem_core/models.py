@@ -3,12 +3,22 @@
 ``Turn`` is the input unit (one utterance), ``Entry`` the stored atomic memory, and
 ``UpdateEdge`` the persisted ``old -> new`` LINK that records a state update.
 Timestamps are timezone-aware UTC datetimes inside the library: naive datetimes are read
-as UTC (documented), aware ones are converted.
+as UTC (documented; never as the machine's local time, which would make one store order
+turns differently on two machines), aware ones are converted. ISO 8601 strings are parsed
+the same way, so ``Turn.from_dict(turn.to_dict())`` round-trips.
+
+Input hygiene happens here, at construction, because a turn is persisted as *pending*
+before it is processed: anything that could later fail to encode (a lone surrogate) or
+break a storage layer would otherwise sit in the pending table and fail every later
+``flush``. So a ``Turn`` either holds text that every layer (SQLite, FTS5, chromadb
+metadata, JSON, LLM prompts) accepts, or it raises :class:`InvalidInputError`.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,16 +35,69 @@ MAX_TEXT_CHARS = 200_000
 #: Fields accepted by :meth:`Turn.from_dict`.
 TURN_FIELDS = ("speaker", "text", "timestamp", "turn_id", "metadata")
 
+#: Control characters removed from turn text and speaker names: C0 except tab and newline,
+#: DEL and C1. They carry no meaning in dialogue, NUL truncates strings in C-level
+#: consumers, and escape sequences would reach LLM prompts. CR, VT and FF become newlines
+#: (so "a\r\nb" and "a\rb" keep their line break). Tab and newline are kept.
+_CONTROL_TABLE: dict[int, str | None] = {
+    **{c: None for c in range(0x20) if c not in (0x09, 0x0A)},
+    0x0B: "\n", 0x0C: "\n", 0x0D: "\n",
+    0x7F: None,
+    **{c: None for c in range(0x80, 0xA0)},
+}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with control characters removed (see ``_CONTROL_TABLE``); CRLF -> LF.
+
+    Lone surrogates are *not* handled here (see :func:`check_unicode`): they mean the
+    caller decoded bytes wrongly, and silently replacing them would hide that.
+    """
+    return text.replace("\r\n", "\n").translate(_CONTROL_TABLE)
+
+
+def check_unicode(value: str, field_name: str) -> None:
+    """Reject lone surrogates ('\\ud800'): they cannot be encoded as UTF-8, so SQLite would
+    refuse them at commit time, long after ``add`` returned (a pending turn that can never
+    be committed)."""
+    m = _SURROGATE.search(value)
+    if m:
+        raise InvalidInputError(
+            field_name,
+            f"contains a lone surrogate {m.group()!r} at position {m.start()} (not valid Unicode; "
+            "decode your bytes with errors='replace')",
+        )
+
 
 def to_utc(value: Any, field_name: str = "timestamp") -> datetime | None:
-    """Normalize a timestamp to an aware UTC datetime (naive = UTC); None stays None."""
+    """Normalize a timestamp to an aware UTC datetime; None stays None.
+
+    Accepts a ``datetime`` (naive = UTC, aware = converted) or an ISO 8601 string (the
+    form ``Turn.to_dict`` writes; naive = UTC as well). Anything else, an unparseable
+    string, or an aware time that leaves datetime's range once moved to UTC (9999-12-31
+    23:00-05:00) raises :class:`InvalidInputError` naming ``field_name``. Epoch numbers are
+    rejected: seconds vs milliseconds is ambiguous.
+    """
     if value is None:
         return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInputError(
+                field_name, f"unparseable timestamp {value[:40]!r}; expected ISO 8601 (2023-05-08T13:56:00Z)"
+            ) from None
     if not isinstance(value, datetime):
-        raise InvalidInputError(field_name, f"expected datetime or None, got {type(value).__name__}")
+        raise InvalidInputError(
+            field_name, f"expected datetime, ISO 8601 string or None, got {type(value).__name__}"
+        )
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise InvalidInputError(field_name, f"{value.isoformat()} is out of range in UTC") from None
 
 
 def to_epoch(value: datetime | None) -> float | None:
@@ -42,9 +105,18 @@ def to_epoch(value: datetime | None) -> float | None:
 
 
 def from_epoch(value: float | None) -> datetime | None:
+    """Epoch seconds back to an aware UTC datetime.
+
+    Clamped to datetime's range: a float epoch has ~30 us resolution near year 9999, so
+    9999-12-31T23:59:59.999999 is stored as an epoch that rounds *past* datetime.max, and
+    an unclamped read would then fail on every access to that entry.
+    """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    return datetime.fromtimestamp(value, tz=UTC)
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return datetime.max.replace(tzinfo=UTC) if value > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 def new_id(prefix: str) -> str:
@@ -57,9 +129,19 @@ class Turn:
 
     ``timestamp`` may be None: such turns are ordered by arrival, never dropped by the
     gate's recency rule (their age is unknown), and their relative time words are not
-    grounded. ``turn_id`` defaults to a fresh unique id; give your own to make provenance
-    point into your logs. ``metadata`` is kept with the entries extracted from the turn
-    (an ``image_caption`` / ``blip_caption`` key is folded into the entry text).
+    grounded. A naive datetime is read as UTC (not local time); an ISO 8601 string is
+    parsed. Any year datetime can hold is accepted (relative time words that would leave
+    that range, "tomorrow" on 9999-12-31, are left ungrounded). ``turn_id`` defaults to a
+    fresh unique id; give your own to make provenance point into your logs. ``metadata`` is
+    kept with the entries extracted from the turn (an ``image_caption`` / ``blip_caption``
+    key is folded into the entry text); it must be JSON-serializable.
+
+    Validation (:class:`InvalidInputError` naming the field, nothing stored): ``text`` must
+    be a ``str`` (``bytes`` are not decoded for you: the encoding is yours to know) of at
+    most ``MAX_TEXT_CHARS`` characters, with no lone surrogates, and not empty or
+    whitespace-only *after* control characters are removed. Control characters (NUL, ESC,
+    BEL, DEL, C1, ...) are silently stripped from ``text`` and ``speaker``; tab and newline
+    are kept, CR/VT/FF become newlines.
     """
 
     speaker: str
@@ -69,36 +151,56 @@ class Turn:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.speaker, str) or not self.speaker.strip():
+        if not isinstance(self.speaker, str):
+            raise InvalidInputError("speaker", f"expected str, got {type(self.speaker).__name__}")
+        check_unicode(self.speaker, "speaker")
+        self.speaker = clean_text(self.speaker).strip()
+        if not self.speaker:
             raise InvalidInputError("speaker", "must be a non-empty string")
         if not isinstance(self.text, str):
-            raise InvalidInputError("text", f"expected str, got {type(self.text).__name__}")
-        if "\x00" in self.text:
-            raise InvalidInputError("text", "contains a NUL character")
-        if not self.text.strip():
-            raise InvalidInputError("text", "is empty or whitespace only")
+            hint = " (decode it first, e.g. data.decode('utf-8'))" if isinstance(self.text, bytes | bytearray) else ""
+            raise InvalidInputError("text", f"expected str, got {type(self.text).__name__}{hint}")
+        # Length first: the limit bounds the work of every check below.
         if len(self.text) > MAX_TEXT_CHARS:
             raise InvalidInputError(
                 "text", f"is {len(self.text)} characters; the limit is {MAX_TEXT_CHARS} (split it)"
             )
-        self.speaker = self.speaker.strip()
+        check_unicode(self.text, "text")
+        self.text = clean_text(self.text)
+        if not self.text.strip():
+            raise InvalidInputError("text", "is empty or whitespace only (after removing control characters)")
         self.timestamp = to_utc(self.timestamp)
         if self.turn_id is None:
             self.turn_id = new_id("t-")
         elif not isinstance(self.turn_id, str) or not self.turn_id.strip():
             raise InvalidInputError("turn_id", "must be a non-empty string or None")
+        check_unicode(self.turn_id, "turn_id")
         if not isinstance(self.metadata, Mapping):
             raise InvalidInputError("metadata", f"expected a dict, got {type(self.metadata).__name__}")
         self.metadata = dict(self.metadata)
+        # The turn is persisted as JSON before processing; check it encodes now rather
+        # than fail inside the store (or, for a surrogate, at every later commit).
+        try:
+            json.dumps(self.metadata, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError("metadata", f"must be JSON-serializable valid Unicode: {exc}") from None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Turn:
-        """Build a Turn from a dict; unknown keys are rejected (a typo would lose data)."""
-        unknown = set(data) - set(TURN_FIELDS)
+        """Build a Turn from a dict (``timestamp`` may be an ISO 8601 string).
+
+        Unknown keys are rejected, not moved into ``metadata``: a typo ("timestmap") would
+        otherwise silently lose the value's meaning. Extra data belongs under ``metadata``.
+        """
+        unknown = sorted(set(data) - set(TURN_FIELDS), key=str)
         if unknown:
             raise InvalidInputError(
-                "turn", f"unknown fields {sorted(unknown)}; put extra data under 'metadata'"
+                str(unknown[0]), f"unknown turn field(s) {unknown}; known fields are {list(TURN_FIELDS)}, "
+                "put extra data under 'metadata'"
             )
+        for required in ("speaker", "text"):
+            if required not in data:
+                raise InvalidInputError(required, "is required")
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
@@ -215,3 +317,5 @@ class Scope:
                 raise InvalidInputError("user_id", "must be a non-empty string")
             if value is not None and not isinstance(value, str):
                 raise InvalidInputError(name, f"expected str or None, got {type(value).__name__}")
+            if value is not None:
+                check_unicode(value, name)  # hashed into index names: must encode as UTF-8

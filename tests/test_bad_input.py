@@ -1,0 +1,352 @@
+"""Bad input never damages what is already stored.
+
+Every case either asserts the documented handling (see ``AriadneMemory.add``, ``Turn`` and
+``AriadneMemory.retrieve``) or a clear :class:`InvalidInputError` naming the field, and then
+checks that the memory stored before the bad call is byte-for-byte the same: entries,
+stats, pending turns and a retrieval result. The store must also stay *usable*: a bad
+turn that slipped into the pending table would fail every later ``flush``, so most cases
+flush and add a good turn afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from ariadnemem_core import AriadneMemError, AriadneMemory, Config, InvalidInputError, Turn
+from ariadnemem_core.memory import MAX_QUERY_CHARS
+from ariadnemem_core.models import MAX_TEXT_CHARS, Scope
+from tests.conftest import T0, turn
+
+QUESTION = "Where does Caroline go hiking?"
+BASELINE = [
+    ("Caroline", "I go hiking in the Alps every summer."),
+    ("Melanie", "I work as a nurse at the hospital in Lyon."),
+    ("Caroline", "My brother Tom plays the violin in an orchestra."),
+    ("Melanie", "We adopted a grey kitten called Pixel last week."),
+]
+
+
+def _snapshot(mem: AriadneMemory) -> dict[str, Any]:
+    """Everything a bad call could damage, in comparable form."""
+    return {
+        "entries": [e.to_dict(with_embedding=True) for e in mem.entries()],
+        "stats": mem.stats(),
+        "pending": [(seq, t.to_dict()) for seq, _, t in mem.store.pending()],
+        "edges": [e.to_dict() for e in mem.edges()],
+        "retrieved": mem.retrieve(QUESTION).to_text(),
+    }
+
+
+@pytest.fixture
+def mem(make_memory: Callable[..., AriadneMemory]) -> AriadneMemory:
+    m = make_memory(config=Config(window_size=4), hashing=True)
+    m.add([turn(s, t, i) for i, (s, t) in enumerate(BASELINE)])
+    m.flush()
+    assert len(m.entries()) >= len(BASELINE)
+    return m
+
+
+def _assert_unchanged(mem: AriadneMemory, before: dict[str, Any]) -> None:
+    assert _snapshot(mem) == before
+
+
+def _assert_old_entries_kept(mem: AriadneMemory, before: dict[str, Any]) -> None:
+    """After an *accepted* input: every earlier entry is still there, unchanged."""
+    now = {e["id"]: e for e in (x.to_dict(with_embedding=True) for x in mem.entries())}
+    for old in before["entries"]:
+        assert now.get(old["id"]) == old
+
+
+def _assert_still_usable(mem: AriadneMemory) -> None:
+    """No poisoned pending turn: flushing works and a good turn is still extracted."""
+    mem.flush()
+    n = len(mem.entries())
+    mem.add(turn("Melanie", "I bought a red bicycle for commuting.", 500))
+    mem.flush()
+    assert len(mem.entries()) == n + 1
+    assert mem.store.pending() == []
+
+
+def _rejects(mem: AriadneMemory, bad: Any, field: str) -> InvalidInputError:
+    """``add([good, bad])`` raises naming ``field``; nothing of the batch is stored."""
+    good = {"speaker": "Ben", "text": "A valid turn that must not be stored either.", "timestamp": T0}
+    with pytest.raises(InvalidInputError) as info:
+        mem.add([good, bad])
+    assert isinstance(info.value, AriadneMemError)
+    assert info.value.field == f"turns[1].{field}", info.value.field
+    return info.value
+
+
+# --------------------------------------------------------------------------- text
+@pytest.mark.parametrize("text", ["", "   ", "\n\t \r\n", "\x00", "\x00\x07\x1b \x7f\x85"])
+def test_empty_whitespace_or_control_only_text_is_rejected(mem, text):
+    before = _snapshot(mem)
+    err = _rejects(mem, {"speaker": "Ana", "text": text}, "text")
+    assert "empty" in err.problem
+    with pytest.raises(InvalidInputError):
+        Turn("Ana", text)
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_one_megabyte_message_is_rejected_clearly_and_fast(mem):
+    """Documented in ``add``: > MAX_TEXT_CHARS is rejected (never silently truncated)."""
+    before = _snapshot(mem)
+    text = "I walked along the river and counted the boats. " * 21_000  # ~1 MB
+    assert len(text) > 1_000_000
+    t = time.perf_counter()
+    err = _rejects(mem, {"speaker": "Ana", "text": text, "timestamp": T0}, "text")
+    assert time.perf_counter() - t < 1.0
+    assert str(MAX_TEXT_CHARS) in err.problem and "split" in err.problem
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_text_at_the_limit_is_accepted_and_bounded(mem):
+    before = _snapshot(mem)
+    sentence = "Ana painted a lighthouse on the cliff today. "
+    text = (sentence * (MAX_TEXT_CHARS // len(sentence) + 1))[:MAX_TEXT_CHARS]
+    t = time.perf_counter()
+    assert mem.add(Turn("Ana", text, T0 + timedelta(days=3))) == 1
+    mem.flush()
+    assert time.perf_counter() - t < 30  # bounded: ~0.5 s unloaded
+    new = [e for e in mem.entries() if e.source_turn_ids and e.id not in {x["id"] for x in before["entries"]}]
+    assert new and all(len(e.text) <= MAX_TEXT_CHARS for e in new)
+    _assert_old_entries_kept(mem, before)
+    with pytest.raises(InvalidInputError):
+        Turn("Ana", text + "x")
+
+
+@pytest.mark.parametrize("text", [b"I like tea.", bytearray(b"I like tea."), 42, None])
+def test_non_str_text_is_rejected(mem, text):
+    before = _snapshot(mem)
+    err = _rejects(mem, {"speaker": "Ana", "text": text}, "text")
+    if isinstance(text, bytes | bytearray):
+        assert "decode" in err.problem
+    _assert_unchanged(mem, before)
+
+
+@pytest.mark.parametrize("text", ["bad \ud800 half", "surrogateescape \udcff byte", "\udc80"])
+def test_lone_surrogates_are_rejected_not_left_pending(mem, text):
+    """Before the fix a lone surrogate was acknowledged, then failed every later flush."""
+    before = _snapshot(mem)
+    err = _rejects(mem, {"speaker": "Ana", "text": text}, "text")
+    assert "surrogate" in err.problem
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"speaker": "An\ud800a", "text": "hello there"}, "speaker"),
+        ({"speaker": "Ana", "text": "hello there", "turn_id": "t-\udc00"}, "turn_id"),
+        ({"speaker": "Ana", "text": "hello there", "metadata": {"image_caption": "a \ud83d cat"}}, "metadata"),
+        ({"speaker": "Ana", "text": "hello there", "metadata": {"when": object()}}, "metadata"),
+        ({"speaker": "Ana", "text": "hello there", "metadata": ["not", "a", "dict"]}, "metadata"),
+        ({"speaker": "\x00\x07", "text": "hello there"}, "speaker"),
+    ],
+)
+def test_other_fields_that_could_not_be_stored_are_rejected(mem, bad, field):
+    before = _snapshot(mem)
+    _rejects(mem, bad, field)
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_bad_scope_is_rejected(mem):
+    before = _snapshot(mem)
+    with pytest.raises(InvalidInputError) as info:
+        mem.add(turn("Ana", "hello there"), user_id="u\ud800")
+    assert info.value.field == "user_id"
+    _assert_unchanged(mem, before)
+
+
+def test_turn_mutated_after_construction_is_revalidated(mem):
+    before = _snapshot(mem)
+    t = turn("Ana", "a perfectly fine sentence", 10)
+    t.text = "now broken \ud800"
+    with pytest.raises(InvalidInputError) as info:
+        mem.add(t)
+    assert info.value.field == "turns[0].text"
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_control_characters_and_nul_are_stripped(mem, tmp_path):
+    """Documented: C0 (but tab/newline), DEL and C1 are removed, CR/VT/FF become newlines."""
+    before = _snapshot(mem)
+    raw = "I love kay\x00aking\x07 on \x1b[1mlakes\x1b[0m.\r\nTab\there.\x7f\x85\x0bEnd\rdone"
+    t = Turn("Ana\x00", raw, T0 + timedelta(days=1), "ctl")
+    assert t.speaker == "Ana"
+    assert t.text == "I love kayaking on [1mlakes[0m.\nTab\there.\nEnd\ndone"
+    mem.add(t)
+    mem.flush()
+    new = [e for e in mem.entries() if "ctl" in e.source_turn_ids]
+    assert new
+    for e in new:
+        assert not any(ord(c) < 32 and c not in "\n\t" for c in e.text)
+    # The lexical index (FTS5) finds the word that had a NUL inside it, and the dense
+    # index (chromadb) returns the new entry too.
+    lex = {i for i, _ in mem.store.lexical_search(Scope(), "kayaking", 5)}
+    assert lex & {e.id for e in new}
+    dense = mem.store.dense_search(Scope(), new[0].embedding[None, :], 1)
+    assert dense[0][0][0] == new[0].id
+    assert "kayaking" in mem.retrieve("Who loves kayaking on lakes?").to_text()
+    _assert_old_entries_kept(mem, before)
+    # The whole store round-trips through export (JSON) and a reopen.
+    assert mem.export(tmp_path / "dump.jsonl") > 0
+    for line in (tmp_path / "dump.jsonl").read_text(encoding="utf-8").splitlines():
+        json.loads(line)
+
+
+def test_control_characters_in_query_are_stripped_and_surrogates_replaced(mem):
+    before = _snapshot(mem)
+    g1 = mem.retrieve("Where does Caroline go\x00 hiking?\x1b")
+    g2 = mem.retrieve("Where does Caroline go hiking? \ud800")
+    assert "Alps" in g1.to_text() and "Alps" in g2.to_text()
+    for q in ("\x00\x07", " \n ", b"hiking", None):
+        with pytest.raises(InvalidInputError) as info:
+            mem.retrieve(q)
+        assert info.value.field == "query"
+    _assert_unchanged(mem, before)
+
+
+# --------------------------------------------------------------------------- timestamps
+def test_naive_and_aware_timestamps_mix_consistently(mem):
+    """Naive = UTC (documented in models.py); aware ones are converted to UTC."""
+    before = _snapshot(mem)
+    day = datetime(2024, 3, 1, 12, 0)
+    plus2, minus5 = timezone(timedelta(hours=2)), timezone(timedelta(hours=-5))  # 11:00 and 12:30 UTC below
+    turns = [
+        Turn("Ana", "I repaint the kitchen yellow.", day, "naive-12:00"),  # 12:00 UTC
+        Turn("Ana", "I plant tomatoes in the garden.", datetime(2024, 3, 1, 13, 0, tzinfo=plus2), "plus2-11:00"),
+        Turn("Ana", "I fix the broken fence outside.", datetime(2024, 3, 1, 7, 30, tzinfo=minus5), "minus5-12:30"),
+        Turn.from_dict({"speaker": "Ana", "text": "I bake sourdough bread tonight.",
+                        "timestamp": "2024-03-01T12:15:00", "turn_id": "iso-naive-12:15"}),
+        Turn.from_dict({"speaker": "Ana", "text": "I wash the old car quickly.",
+                        "timestamp": "2024-03-01T10:45:00Z", "turn_id": "iso-z-10:45"}),
+    ]
+    assert all(t.timestamp.utcoffset() == timedelta(0) for t in turns)
+    mem.add(turns)
+    mem.flush()
+    order = [e.source_turn_ids[0] for e in mem.entries() if e.timestamp and e.timestamp.year == 2024]
+    assert order == ["iso-z-10:45", "plus2-11:00", "naive-12:00", "iso-naive-12:15", "minus5-12:30"]
+    assert all(e.timestamp.tzinfo is not None for e in mem.entries() if e.timestamp)
+    _assert_old_entries_kept(mem, before)
+
+
+def test_out_of_order_timestamps_are_read_back_in_time_order(mem):
+    before = _snapshot(mem)
+    texts = ["I visited Rome.", "I learned to swim.", "I sold my guitar.", "I moved to Oslo.", "I met a chef."]
+    minutes = [4000, 1000, 3000, -2000, 2000]  # arrival order != time order, some before T0
+    mem.add([turn("Ana", t, m, f"ooo{i}") for i, (t, m) in enumerate(zip(texts, minutes, strict=True))])
+    mem.flush()
+    stamps = [e.timestamp for e in mem.entries() if e.timestamp]
+    assert stamps == sorted(stamps)
+    ids = [e.source_turn_ids[0] for e in mem.entries() if e.source_turn_ids[0].startswith("ooo")]
+    assert ids == ["ooo3", "ooo1", "ooo4", "ooo2", "ooo0"]
+    assert "Oslo" in mem.retrieve("Where did Ana move?").to_text()
+    _assert_old_entries_kept(mem, before)
+
+
+def test_far_future_and_far_past_timestamps(mem, make_memory):
+    """Any year datetime holds is accepted; relative words that would leave the range are
+    left ungrounded (they used to raise inside extraction and wedge the pending turn)."""
+    before = _snapshot(mem)
+    edge = [
+        Turn("Ana", "See you tomorrow, next month and next Friday.",
+             datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), "max"),
+        Turn("Ana", "Yesterday and last month I walked a lot.", datetime(1, 1, 1), "min"),
+        Turn("Ana", "Next year I will travel far.", datetime(9999, 6, 1), "y9999"),
+    ]
+    mem.add(edge)
+    mem.flush()
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries()}
+    assert by_turn["max"].timestamp.year == 9999  # stored epoch rounds past max: clamped on read
+    assert by_turn["min"].timestamp == datetime(1, 1, 1, tzinfo=UTC)
+    stamps = [e.timestamp for e in mem.entries() if e.timestamp]
+    assert stamps == sorted(stamps) and stamps[0].year == 1 and stamps[-1].year == 9999
+    assert mem.retrieve("When will Ana travel?").to_text()
+    _assert_old_entries_kept(mem, before)
+    _assert_still_usable(mem)
+    # Reopening reads the same far dates back.
+    path = mem.path
+    mem.close()
+    again = make_memory(path.name, Config(window_size=4), hashing=True)
+    assert {e.source_turn_ids[0]: e.timestamp for e in again.entries()}["min"].year == 1
+
+
+def test_aware_timestamp_out_of_range_in_utc_is_rejected(mem):
+    before = _snapshot(mem)
+    bad = {"speaker": "Ana", "text": "hello there",
+           "timestamp": datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))}
+    err = _rejects(mem, bad, "timestamp")
+    assert "out of range" in err.problem
+    _assert_unchanged(mem, before)
+
+
+@pytest.mark.parametrize("ts", ["yesterday", "2023-13-45", "", "05/08/2023", 1683554160, 1.5e12, True, [2023]])
+def test_unparseable_timestamps_are_rejected(mem, ts):
+    before = _snapshot(mem)
+    err = _rejects(mem, {"speaker": "Ana", "text": "hello there", "timestamp": ts}, "timestamp")
+    assert "ISO 8601" in err.problem
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_iso_strings_round_trip_through_to_dict():
+    t = Turn("Ana", "hello", datetime(2023, 5, 8, 13, 56, tzinfo=timezone(timedelta(hours=2))), "x")
+    back = Turn.from_dict(t.to_dict())
+    assert back.timestamp == t.timestamp == datetime(2023, 5, 8, 11, 56, tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------- dict turns
+def test_unknown_dict_fields_are_rejected_naming_the_field(mem):
+    """Rejected, not folded into metadata: a typo ("timestmap") would otherwise lose data."""
+    before = _snapshot(mem)
+    err = _rejects(mem, {"speaker": "Ana", "text": "hello there", "timestmap": T0, "mood": "happy"}, "mood")
+    assert "timestmap" in err.problem and "metadata" in err.problem
+    _rejects(mem, {"speaker": "Ana"}, "text")
+    _rejects(mem, {"text": "hello"}, "speaker")
+    _rejects(mem, {"speaker": "Ana", "text": "hi", 7: "x"}, "7")
+    _assert_unchanged(mem, before)
+    # The documented alternative is accepted.
+    mem.add({"speaker": "Ana", "text": "I feel happy about the garden.", "timestamp": T0 + timedelta(days=2),
+             "turn_id": "meta", "metadata": {"mood": "happy"}})
+    mem.flush()
+    (e,) = [e for e in mem.entries() if "meta" in e.source_turn_ids]
+    assert e.metadata.get("mood") == "happy"
+    _assert_old_entries_kept(mem, before)
+
+
+@pytest.mark.parametrize("turns", ["just a string", b"bytes", 42, [42], [None]])
+def test_wrong_container_is_rejected(mem, turns):
+    before = _snapshot(mem)
+    with pytest.raises(InvalidInputError) as info:
+        mem.add(turns)
+    assert info.value.field.startswith("turns")
+    _assert_unchanged(mem, before)
+
+
+# --------------------------------------------------------------------------- queries
+def test_hundred_kilobyte_question_is_bounded_and_fast(mem):
+    """Documented in ``retrieve``: only the last MAX_QUERY_CHARS characters are used."""
+    before = _snapshot(mem)
+    filler = "Tell me everything you remember about the weather and the news. " * 1600
+    question = (filler + QUESTION)[-100_000:]
+    assert len(question) == 100_000
+    mem.retrieve(QUESTION)  # warm caches
+    t = time.perf_counter()
+    big = mem.retrieve(question)
+    elapsed = time.perf_counter() - t
+    assert elapsed < 2.0, elapsed
+    assert big.to_text() == mem.retrieve(question[-MAX_QUERY_CHARS:]).to_text()
+    assert "Alps" in big.to_text()
+    _assert_unchanged(mem, before)
