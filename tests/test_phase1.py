@@ -224,3 +224,28 @@ def test_config_documents_paper_defaults_and_validates():
         Config().ablate("nonsense")
     with pytest.raises(ConfigError):
         Config.from_dict({"k_semm": 3})
+
+
+def test_link_needs_a_changed_value_paraphrase_is_added():
+    """Similar small talk is not a state update (ADD); a changed time, place or date is (LINK)."""
+    from ariadnemem_core.coarsening import Action, decide, value_terms
+    from ariadnemem_core.models import Entry
+
+    cfg = Config()
+    old = Entry("o", "Melanie, that's a great pic!", keywords=["great", "pic"], persons=["Melanie"],
+                speaker="Caroline")
+    para = Entry("p", "Melanie, that photo's amazing!", keywords=["photo", "amazing"], persons=["Melanie"],
+                 speaker="Caroline")
+    assert decide(para, [(old, 0.9)], cfg).action == Action.ADD
+    assert decide(para, [(old, 0.9)], Config.paper()).action == Action.LINK  # the paper's rule
+
+    two = Entry("a", "The team meeting is at 2 pm on Friday.", keywords=["team", "meeting", "friday"])
+    three = Entry("b", "The team meeting moved to 3 pm on Friday.", keywords=["meeting", "moved", "friday"])
+    assert value_terms(two) == {"2", "friday"} and value_terms(three) == {"3", "friday"}
+    d = decide(three, [(two, 0.9)], cfg)
+    assert (d.action, d.target_id) == (Action.LINK, "a")
+
+    boston = Entry("c", "Ana lives in Boston.", keywords=["lives"], persons=["Ana"], location="Boston")
+    denver = Entry("d", "Ana lives in Denver now.", keywords=["lives", "now"], persons=["Ana"], location="Denver")
+    assert "ana" not in value_terms(boston)  # who it is about is not a value
+    assert decide(denver, [(boston, 0.9)], cfg).action == Action.LINK
