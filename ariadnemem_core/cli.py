@@ -4,6 +4,7 @@
     ariadnemem bench locomo PATH [--conversations ID,...] [--out DIR] [--ablate NAME,...] [--store DIR]
     ariadnemem bench ingest PATH [--out DIR] [--store DIR]
     ariadnemem bench latency PATH [--conversation ID] [--out DIR]
+    ariadnemem bench scale [--entries N] [--out DIR] [--seed S] [--quiet]
 
 Progress goes to stderr; stdout gets only the final summary (where the results are and
 the headline numbers), so the output can be piped.
@@ -54,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("-k", type=int, default=10, help="flat hybrid top-k (default 10)")
     lat.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     lat.add_argument("--quiet", action="store_true")
+
+    sca = bench.add_parser("scale", help="store and retrieval at 100k entries (synthetic dialogue, no dataset)")
+    sca.add_argument("--entries", type=int, default=100_000, help="grow one memory to N entries (default 100000)")
+    sca.add_argument("--out", type=Path, default=Path("bench-results/scale"))
+    sca.add_argument("--seed", type=int, default=0, help="seed of the synthetic dialogue (default 0)")
+    sca.add_argument("--quiet", action="store_true")
     return parser
 
 
@@ -72,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
+    if args.bench == "scale":  # no dataset path: synthetic turns
+        return _bench_scale(parser, args)
     _check_path(parser, args.path)
     # Usage errors (unknown ids or ablation names) are reported before any work starts.
     from .bench.locomo import sample_ids
@@ -117,6 +126,21 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{a['with_embedding']['p50_ms']:.1f} ms); flat hybrid p50 "
               f"{f['without_embedding']['p50_ms']:.2f} ms; ratio {res['ratio_p50'] or 0:.1f}x")
         print(f"wrote {Path(res['out']) / 'latency.md'} and latency.json")
+    return 0
+
+
+def _bench_scale(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.entries < 1:
+        parser.error("--entries must be >= 1")
+    from .bench.scale import run_scale
+
+    res = run_scale(args.out, entries=args.entries, seed=args.seed, progress=not args.quiet)
+    f, r, met = res["ingest"], res["retrieve"], res["meets_targets"]
+    print(f"{res['entries']} entries from {f['turns']} turns in {f['seconds']:.0f} s = "
+          f"{f['turns_per_s'] or 0:.0f} turns/s; retrieve p50 {r['p50_ms'] or 0:.1f} ms / p95 "
+          f"{r['p95_ms'] or 0:.1f} ms over {r['n']} questions; peak RSS {res['peak_rss']['ru_maxrss_mb']} MB; "
+          f"targets met: p50 {met['p50']}, RSS {met['rss']}")
+    print(f"wrote {Path(res['out']) / 'scale.md'} and scale.json")
     return 0
 
 

@@ -1,9 +1,10 @@
-"""Benchmarks: the LoCoMo evidence-recall harness, flat baselines, ingest and latency benches.
+"""Benchmarks: the LoCoMo evidence-recall harness, flat baselines, ingest, latency and scale benches.
 
 Everything here measures the public :class:`~ariadnemem_core.AriadneMemory` API only, so
 the numbers are what a user of the library gets. The benches are plain functions
-(``run_locomo``, ``run_ingest``, ``run_latency``) and ``ariadnemem bench ...`` commands.
-The dataset is read from a path given by the caller and never copied (LoCoMo is CC BY-NC).
+(``run_locomo``, ``run_ingest``, ``run_latency``, ``run_scale``) and ``ariadnemem bench ...``
+commands. The dataset is read from a path given by the caller and never copied (LoCoMo is
+CC BY-NC); the scale bench needs none (it generates its dialogue).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ if TYPE_CHECKING:
     from .ingest import run_ingest
     from .latency import run_latency
     from .runner import run_locomo
+    from .scale import run_scale
 
-__all__ = ["run_ingest", "run_latency", "run_locomo"]
+__all__ = ["run_ingest", "run_latency", "run_locomo", "run_scale"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,4 +35,8 @@ def __getattr__(name: str) -> Any:
         from .latency import run_latency
 
         return run_latency
+    if name == "run_scale":
+        from .scale import run_scale
+
+        return run_scale
     raise AttributeError(name)
