@@ -176,6 +176,10 @@ def test_attribute_fast_path(make_memory):
     assert g.fast_path == "attribute"
     assert [f.source_turn_ids for f in g.facts] == [["p1"]]
     assert mem.retrieve("What is Ana's phone number?").fast_path is None
+    assert mem.retrieve("what's Bob's phone number now?").fast_path == "attribute"
+    # A possessive inside a longer question asks something else: full Phase II.
+    assert mem.retrieve("Who gave Bob's phone number to the plumber?").fast_path is None
+    assert mem.retrieve("What is Bob's phone number used for at work?").fast_path is None
 
 
 def test_fastpaths_ablation(make_memory):
