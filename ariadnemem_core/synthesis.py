@@ -36,7 +36,7 @@ Rules:
    against that fact's own date and give the resulting absolute date.
 4. For "how many" or "how often" questions, answer with a number.
 5. If the memory does not contain the answer, answer "not mentioned".
-6. Facts marked "(superseded by ...)" or linked in UPDATES are older states: prefer the
+6. Facts marked "(superseded by ...)" are older states: prefer the
    latest state unless the question asks about an earlier time.
 7. If the question asks for several things, list them separated by commas.
 8. If the question asks what is likely or would be true, give the most plausible short
@@ -120,10 +120,19 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
 
 
 def extractive_answer(question: str, graph: Any, latency_s: float = 0.0) -> Answer:
-    """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's."""
+    """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
+
+    A superseded top fact is replaced by the latest state it leads to (following
+    ``superseded_by``), so "the meeting is at 2 pm" is never answered once "it moved to
+    3 pm" is in the graph."""
     facts = list(getattr(graph, "facts", None) or [])
     if facts:
         top = max(facts, key=lambda f: float(getattr(f, "score", 0.0) or 0.0))
+        by_id = {f.id: f for f in facts if getattr(f, "id", None)}
+        seen = {getattr(top, "id", None)}
+        while (newer := getattr(top, "superseded_by", None)) and newer in by_id and newer not in seen:
+            seen.add(newer)
+            top = by_id[newer]
         body = str(top.text)
     else:
         body = NOT_FOUND

@@ -79,6 +79,24 @@ def test_budget_respected_and_no_path_dangles(make_memory):
         assert src in ids and dst in ids
 
 
+def test_token_budget_is_never_exceeded_past_min_nodes(make_memory):
+    """Facts are budgeted first, path lines only where they still fit."""
+    mem = make_memory("tokpaths", Config(min_nodes=2, token_budget=None))
+    mem.add([turn("Ana", f"On trip {i} Ana photographed {w} birds near the {p} with Ben.", i * 3 * HOUR, f"t{i}")
+             for i, (w, p) in enumerate(zip(["red", "blue", "tiny", "loud", "rare", "shy", "grey", "white"],
+                                            ["lake", "dam", "pier", "marsh", "bay", "fjord", "delta", "reef"],
+                                            strict=True))])
+    mem.flush()
+    q = "Which birds did Ana photograph on her trips with Ben?"
+    assert mem.retrieve(q).paths  # unbounded: paths are shown
+    for budget in range(80, 400, 20):
+        mem.config = Config(min_nodes=2, token_budget=budget)
+        g = mem.retrieve(q)
+        assert len(g.facts) <= 2 or g.token_count() <= budget, budget
+        for path in g.paths:
+            assert set(path) <= {f.id for f in g.facts}
+
+
 def test_token_budget_caps_the_context(make_memory):
     mem = make_memory("tok", Config(token_budget=200))
     mem.add([turn("Ana", f"I read chapter {i} of the history book about the {w} empire.", i * 2 * HOUR)
@@ -106,6 +124,9 @@ def test_update_shows_latest_state(make_memory):
     text = g.to_text()
     assert f"[{new.label}]" in text and "(latest)" in text.split(f"[{new.label}]")[1].split("\n")[0]
     assert f"(superseded by {new.label})" in text
+    # The offline extractive answer never gives the stale state, even when it scores higher.
+    ans = mem.answer("When is the team meeting at 2 pm?")
+    assert ans.mode == "extractive" and "3 pm" in ans.text and "2 pm" not in ans.text
 
 
 def test_update_state_pulled_in_even_if_not_retrieved(make_memory):
