@@ -2,6 +2,7 @@
 
     ariadnemem demo
     ariadnemem bench locomo PATH [--conversations ID,...] [--out DIR] [--ablate NAME,...] [--store DIR]
+                                 [--qa [--qa-per-category N] [--qa-seed S]] [--llm-extract]
     ariadnemem bench ingest PATH [--out DIR] [--store DIR]
     ariadnemem bench latency PATH [--conversation ID] [--out DIR]
     ariadnemem bench scale [--entries N] [--out DIR] [--seed S] [--quiet]
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
 
-    loc = bench.add_parser("locomo", help="LoCoMo evidence recall vs flat baselines (no LLM)")
+    loc = bench.add_parser("locomo", help="LoCoMo evidence recall vs flat baselines (--qa: end-to-end QA with an LLM)")
     loc.add_argument("path", type=Path, help="LoCoMo JSON file (a list of samples)")
     loc.add_argument("--conversations", type=_csv, default=None, help="sample ids, comma-separated (default: all)")
     loc.add_argument("--out", type=Path, default=Path("bench-results/locomo"), help="output directory")
@@ -40,6 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep each system's memory under DIR/<system> (reused by later runs)")
     loc.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     loc.add_argument("--quiet", action="store_true", help="no progress bars")
+    loc.add_argument("--qa", action="store_true",
+                     help="also answer questions end to end with the configured LLM (AriadneMem vs flat hybrid@30)")
+    loc.add_argument("--qa-per-category", type=int, default=None, metavar="N",
+                     help="stratified sample: N questions per category (default: every question)")
+    loc.add_argument("--qa-seed", type=int, default=0, help="seed of the stratified sample (default 0)")
+    loc.add_argument("--qa-concurrency", type=int, default=2, help="answer calls in flight (default 2)")
+    loc.add_argument("--qa-include-adversarial", action="store_true", help="also answer category 5")
+    loc.add_argument("--llm-extract", action="store_true", help="build AriadneMem's memory with the LLM extractor")
+    loc.add_argument("--llm-turns-per-call", type=int, default=10, metavar="N",
+                     help="LLM extractor: turns per extraction call, 0 = whole window (default 10)")
+    loc.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
+    loc.add_argument("--model", default=None, help="LLM model name (default: $ARIADNEMEM_LLM_MODEL)")
 
     ing = bench.add_parser("ingest", help="ingest throughput over a whole LoCoMo file")
     ing.add_argument("path", type=Path)
@@ -67,6 +80,37 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_path(parser: argparse.ArgumentParser, path: Path) -> None:
     if not path.is_file():
         parser.error(f"no such file: {path}")
+
+
+def _llm_for_locomo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> object | None:
+    """The LLM client for ``--qa`` / ``--llm-extract`` (None if neither is asked for).
+
+    Checked before any work: a missing LLM is a usage error, not a failure an hour into
+    the run after every memory has been built.
+    """
+    import os
+
+    if not (args.qa or args.llm_extract):
+        return None
+    from .llm import ENV_API_KEY, ENV_BASE_URL, LLMClient
+
+    flags = "--qa/--llm-extract"
+    if not (args.base_url or os.environ.get(ENV_BASE_URL) or os.environ.get(ENV_API_KEY)):
+        parser.error(f"{flags} needs an LLM: set {ENV_BASE_URL} (local server) or {ENV_API_KEY}, "
+                     "or pass --base-url")
+    if args.qa_per_category is not None and args.qa_per_category < 1:
+        parser.error("--qa-per-category must be >= 1")
+    if args.qa_concurrency < 1:
+        parser.error("--qa-concurrency must be >= 1")
+    if args.llm_turns_per_call < 0:
+        parser.error("--llm-turns-per-call must be >= 0")
+    from .errors import LLMError
+
+    try:
+        return LLMClient(base_url=args.base_url, model=args.model)
+    except LLMError as exc:
+        parser.error(str(exc))
+    return None  # pragma: no cover - parser.error exits
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,13 +141,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             ablate = parse_ablations(args.ablate)
         except ValueError as exc:
             parser.error(str(exc))
+        llm = _llm_for_locomo(parser, args)
+        from .bench.qa_run import QASettings, qa_table
         from .bench.report import LOCOMO_HEADERS, locomo_rows, markdown_table
         from .bench.runner import run_locomo
 
+        qa = (QASettings(per_category=args.qa_per_category, seed=args.qa_seed, concurrency=args.qa_concurrency,
+                         include_adversarial=args.qa_include_adversarial) if args.qa else None)
         res = run_locomo(args.path, args.conversations, args.out, ablate, store=args.store,
-                         progress=not args.quiet, threads=args.threads)
+                         progress=not args.quiet, threads=args.threads, llm=llm, qa=qa,
+                         llm_extract=args.llm_extract, llm_turns_per_call=args.llm_turns_per_call or None)
         print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
-        print(f"\nwrote {Path(res['out']) / 'results.md'}, results.json, diagnostics.jsonl "
+        qa_files = ""
+        if res.get("qa"):
+            q = res["qa"]
+            print(f"\nQA ({q['model']} at {q['base_url_host']}, {q['sample']['n']} questions, F1 in %):")
+            print(qa_table(q))
+            qa_files = ", qa.md, qa.json"
+        print(f"\nwrote {Path(res['out']) / 'results.md'}, results.json, diagnostics.jsonl{qa_files} "
               f"({res['elapsed_s']:.0f} s)")
     elif args.bench == "ingest":
         from .bench.ingest import run_ingest

@@ -23,6 +23,18 @@ from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
 from .locomo import CATEGORIES, Conversation, Dataset, load_locomo
 from .metrics import QuestionRecord, bridges_in, covered_turns, make_record, peak_rss, summarize
 from .progress import progress_bar
+from .qa_run import (
+    LLM_TURNS_PER_CALL,
+    QACollector,
+    QASettings,
+    construction_figures,
+    flat_system_name,
+    golds_for,
+    qa_markdown,
+    run_qa,
+    stratified_sample,
+    usage_delta,
+)
 from .report import DEFAULT_OUT, environment, locomo_markdown, write_json, write_jsonl
 
 MAIN = "AriadneMem"
@@ -56,15 +68,34 @@ def slug(name: str) -> str:
 
 
 def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Dataset, embedder: Any, store: Path | None,
-                   prog: Any, diagnostics: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """Build one memory over every conversation, then ask every question."""
+                   prog: Any, diagnostics: list[dict[str, Any]] | None, *, llm: Any = None,
+                   llm_turns_per_call: int | None = LLM_TURNS_PER_CALL,
+                   collector: QACollector | None = None) -> dict[str, Any]:
+    """Build one memory over every conversation, then ask every question.
+
+    ``llm``: build the memory with an :class:`~ariadnemem_core.llm_extraction.LLMExtractor`
+    on this client (its usage during ingest is this system's construction cost; the
+    store directory gets a ``-llm`` suffix so rule- and LLM-built stores never mix).
+    ``collector``: keep the evidence graphs of the sampled QA questions.
+    """
     from ..memory import AriadneMemory
 
-    path = store / slug(name) if store is not None else None
+    extractor = None
+    if llm is not None:
+        from ..llm_extraction import LLMExtractor
+
+        extractor = LLMExtractor(llm, max_turns_per_call=llm_turns_per_call)
+    path = store / (slug(name) + ("-llm" if llm is not None else "")) if store is not None else None
     records: list[QuestionRecord] = []
     embedder = fresh_embedder(embedder)
-    with AriadneMemory(path, cfg, embedder=embedder) as mem:
+    with AriadneMemory(path, cfg, embedder=embedder, extractor=extractor) as mem:
+        usage_before = dict(llm.usage) if llm is not None else {}
         ingest = ingest_all(mem, dataset.conversations, prog, label=f"{name}: ingest")
+        construction = None
+        if llm is not None and extractor is not None:
+            construction = construction_figures(usage_delta(llm.usage, usage_before), extractor.stats,
+                                                ingest["turns"], ingest["seconds"], llm_turns_per_call)
+            construction["reused_conversations"] = ingest.get("reused_conversations", [])
         if dataset.conversations:  # untimed: first-query costs (index loads) are not retrieval
             mem.retrieve(WARMUP_QUERY, user_id=dataset.conversations[0].user_id)
         task = prog.add_task(f"{name}: questions", total=dataset.n_questions)
@@ -83,6 +114,9 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                 if graph.fast_path:
                     rec.extra["fast_path"] = graph.fast_path
                 records.append(rec)
+                if collector is not None and collector.wants(q.qid):
+                    collector.add(name, q, tokens=rec.tokens, retrieval_ms=latency, graph=graph,
+                                  fast_path=graph.fast_path)
                 if diagnostics is not None:
                     diagnostics.append(_diagnostic(conv, q, rec, graph, stored, cfg))
                 prog.advance(task)
@@ -93,6 +127,8 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         "config": cfg.to_dict(),
         "store": str(path) if path is not None else None,
         "ingest": ingest,
+        "extractor": "llm" if llm is not None else "rule",
+        "construction": construction,
         "summary": summarize(records),
         "peak_rss_mb_so_far": peak_rss()["ru_maxrss_mb"],
     }
@@ -124,8 +160,13 @@ def _diagnostic(conv: Conversation, q: Any, rec: QuestionRecord, graph: Any, sto
     }
 
 
-def _baselines(dataset: Dataset, embedder: Any, ks: Sequence[int], prog: Any) -> dict[str, dict[str, Any]]:
-    """Flat BM25 / dense / hybrid top-k over the raw turns of each conversation."""
+def _baselines(dataset: Dataset, embedder: Any, ks: Sequence[int], prog: Any,
+               collector: QACollector | None = None) -> dict[str, dict[str, Any]]:
+    """Flat BM25 / dense / hybrid top-k over the raw turns of each conversation.
+
+    ``collector``: keep the flat hybrid top-``collector.flat_k`` block (the exact text whose
+    tokens the recall table counts) of each sampled QA question.
+    """
     records: dict[tuple[str, int], list[QuestionRecord]] = {(m, k): [] for m in METHODS for k in ks}
     task = prog.add_task("flat baselines", total=dataset.n_questions)
     for conv in dataset.conversations:
@@ -138,6 +179,10 @@ def _baselines(dataset: Dataset, embedder: Any, ks: Sequence[int], prog: Any) ->
                         res = index.search(method, q.question, k, query_vector=qvec)
                         records[(method, k)].append(
                             make_record(q.qid, q.category, q.evidence, res.ids, res.tokens, res.latency_ms))
+                if collector is not None and collector.wants(q.qid):
+                    res = index.search("hybrid", q.question, collector.flat_k, query_vector=qvec)
+                    collector.add(flat_system_name(collector.flat_k), q, tokens=res.tokens,
+                                  retrieval_ms=res.latency_ms, context_text=res.context)
                 prog.advance(task)
         finally:
             index.close()
@@ -151,7 +196,9 @@ def _baselines(dataset: Dataset, embedder: Any, ks: Sequence[int], prog: Any) ->
 def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out: str | Path | None = None,
                ablate: str | Iterable[str] = (), *, store: str | Path | None = None, config: Config | None = None,
                embedder: Any = None, ks: Sequence[int] = BASELINE_KS, progress: bool = True,
-               write: bool = True, threads: int | None = None) -> dict[str, Any]:
+               write: bool = True, threads: int | None = None, llm: Any = None,
+               qa: QASettings | None = None, llm_extract: bool = False,
+               llm_turns_per_call: int | None = LLM_TURNS_PER_CALL) -> dict[str, Any]:
     """Run the LoCoMo evidence-recall bench; returns the results dict (and writes files).
 
     ``out=None`` writes to ``bench-results/locomo`` (``write=False``: nothing written).
@@ -159,13 +206,26 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
     again. ``store`` keeps each system's memory under ``store/<system>`` (a later run with
     the same store reuses complete conversations instead of ingesting them again).
     ``threads`` pins torch's CPU threads (see :func:`set_torch_threads`).
+
+    ``qa``: also answer a stratified sample of questions end to end with ``llm`` (an
+    :class:`~ariadnemem_core.llm.LLMClient`), AriadneMem from its evidence graph and flat
+    hybrid top-``qa.flat_k`` from its raw-turn block, and write ``qa.json`` / ``qa.md``
+    (``results["qa"]``). ``llm_extract``: build every AriadneMem memory with the LLM
+    extractor on ``llm`` (``llm_turns_per_call`` turns per call).
     """
     from ..embedding import MiniLMEmbedder
 
+    if (qa is not None or llm_extract) and llm is None:
+        raise ValueError("qa and llm_extract need an LLM client (llm=)")
     t_start = time.perf_counter()
     torch_threads = set_torch_threads(threads)
     names = parse_ablations(ablate)
     dataset = load_locomo(path, conversations)
+    collector = None
+    if qa is not None:
+        collector = QACollector.for_sample(
+            dataset, stratified_sample(dataset, qa.per_category, qa.seed, qa.categories), qa.flat_k)
+    build_llm = llm if llm_extract else None
     embedder = embedder or MiniLMEmbedder()
     load_s = warm_embedder(embedder)
     base = config or Config()
@@ -173,11 +233,17 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
     diagnostics: list[dict[str, Any]] = []
     systems: dict[str, dict[str, Any]] = {}
     with progress_bar(progress) as prog:
-        systems[MAIN] = _memory_system(MAIN, base, None, dataset, embedder, store_dir, prog, diagnostics)
+        systems[MAIN] = _memory_system(MAIN, base, None, dataset, embedder, store_dir, prog, diagnostics,
+                                       llm=build_llm, llm_turns_per_call=llm_turns_per_call, collector=collector)
         for name in names:
             sname = system_name(name)
-            systems[sname] = _memory_system(sname, base.ablate(name), name, dataset, embedder, store_dir, prog, None)
-        systems.update(_baselines(dataset, embedder, ks, prog))
+            systems[sname] = _memory_system(sname, base.ablate(name), name, dataset, embedder, store_dir, prog, None,
+                                            llm=build_llm, llm_turns_per_call=llm_turns_per_call)
+        systems.update(_baselines(dataset, embedder, ks, prog, collector))
+        qa_results = None
+        if qa is not None and collector is not None:
+            construction = {n: s["construction"] for n, s in systems.items() if s.get("construction")}
+            qa_results = run_qa(collector, golds_for(dataset, collector.qids), llm, qa, prog, construction)
 
     by_cat: dict[str, int] = {}
     for c in dataset.conversations:
@@ -205,10 +271,20 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
         "peak_rss": peak_rss(),
         "elapsed_s": time.perf_counter() - t_start,
     }
+    if qa_results is not None:
+        qa_results["dataset"] = {"path": str(path), "conversations": results["dataset"]["conversations"]}
+        qa_results["elapsed_s"] = results["elapsed_s"]
+        results["qa"] = qa_results
     if write:
         out_dir = Path(out) if out is not None else DEFAULT_OUT
-        write_json(out_dir / "results.json", results)
+        summary = {k: v for k, v in results.items() if k != "qa"}
+        if qa_results is not None:  # predictions live in qa.json only
+            summary["qa"] = {k: v for k, v in qa_results.items() if k != "items"} | {"file": "qa.json"}
+        write_json(out_dir / "results.json", summary)
         (out_dir / "results.md").write_text(locomo_markdown(results), encoding="utf-8")
         write_jsonl(out_dir / "diagnostics.jsonl", diagnostics)
+        if qa_results is not None:
+            write_json(out_dir / "qa.json", qa_results)
+            (out_dir / "qa.md").write_text(qa_markdown(qa_results), encoding="utf-8")
         results["out"] = str(out_dir)
     return results
