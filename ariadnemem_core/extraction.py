@@ -8,6 +8,7 @@ embeds all new entries of a window in one batch and stamps the scope itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -51,6 +52,34 @@ def other_party_for(turn: Turn, turns_before: Sequence[Turn], participants: Sequ
         if prev.speaker != turn.speaker:
             return prev.speaker
     return next((p for p in participants if p != turn.speaker), None)
+
+
+#: Longest question quoted as embedding context (characters).
+QUESTION_CONTEXT_CHARS = 200
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[str | None]:
+    """Per turn, the question it answers: the last sentence ending in "?" of the turn just
+    before it when another speaker said it, else None.
+
+    Why: a reply such as "Thanks! It's a mix of drama and romance!" names neither the
+    screenplay nor its genre, so a question about the genre cannot find it by meaning.
+    The memory embeds such an entry together with the question it answers ("What genre
+    is your screenplay?"). Only the vector sees that context: the entry's text stays what
+    was said, and nothing is invented.
+    """
+    out: list[str | None] = []
+    prev = before
+    for turn in turns:
+        asked = None
+        if prev is not None and prev.speaker != turn.speaker and "?" in prev.text:
+            questions = [s.strip() for s in _SENTENCE_END.split(prev.text) if s.strip().endswith("?")]
+            if questions:
+                asked = questions[-1][:QUESTION_CONTEXT_CHARS]
+        out.append(asked)
+        prev = turn
+    return out
 
 
 class RuleExtractor:

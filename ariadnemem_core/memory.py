@@ -22,7 +22,7 @@ from . import coarsening, gating
 from .config import Config
 from .embedding import Embedder, MiniLMEmbedder
 from .errors import ExtractionError, InvalidInputError, NotFoundError
-from .extraction import ExtractionContext, Extractor, RuleExtractor
+from .extraction import ExtractionContext, Extractor, RuleExtractor, question_context
 from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
 from .store import Store, WindowCommit
 
@@ -152,28 +152,38 @@ class AriadneMemory:
         # atomic entries' vectors, so the rule path embeds each piece of text once.
         turns = [t for _, _, t in rows]
         rule_entries = self._rule.extract(turns, ExtractionContext(list(previous), list(participants)))
-        vectors = self.embedder.embed([e.text for e in rule_entries]) if rule_entries else np.zeros((0, 1))
-        per_turn: list[list[Entry]] = [[] for _ in turns]
+        owner: list[int] = []  # index into ``turns`` of each entry's source turn
         i = 0
-        for e, v in zip(rule_entries, vectors, strict=True):
-            e.embedding = v
+        for e in rule_entries:
             # Entries come in turn order; walk forward (turn ids may repeat across turns).
             while i < len(turns) and e.source_turn_ids[0] != turns[i].turn_id:
                 i += 1
             if i == len(turns):
                 raise ExtractionError("rule extractor returned entries out of turn order")
-            per_turn[i].append(e)
+            owner.append(i)
+        texts = [e.text for e in rule_entries]
+        if self.config.context_embedding:
+            asked = question_context(turns, previous[-1] if previous else None)
+            texts = [f"{asked[j]} {t}" if asked[j] else t for t, j in zip(texts, owner, strict=True)]
+        vectors = self.embedder.embed(texts) if rule_entries else np.zeros((0, 1))
+        # Vectors of the plain text, reusable for an LLM entry that says exactly the same.
+        plain = {e.id for e, t in zip(rule_entries, texts, strict=True) if t == e.text}
+        per_turn: list[list[Entry]] = [[] for _ in turns]
+        for e, v, j in zip(rule_entries, vectors, owner, strict=True):
+            e.embedding = v
+            per_turn[j].append(e)
         if any(not group for group in per_turn):
             raise ExtractionError("rule extractor returned no entry for a turn")
         history = list(previous)
         for start in range(0, n, size):
             window = rows[start : start + size]
             before = history[-Store.RECENT_TURNS :]
-            self._process_window(scope, window, per_turn[start : start + size], before, participants)
+            self._process_window(scope, window, per_turn[start : start + size], before, participants, plain)
             history.extend(t for _, _, t in window)
 
     def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
-                        per_turn: list[list[Entry]], previous: list[Turn], participants: list[str]) -> None:
+                        per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
+                        plain: set[str]) -> None:
         cfg = self.config
         turns = [t for _, _, t in rows]
         vectors = np.stack([_mean_vector([e.embedding for e in group]) for group in per_turn])
@@ -192,7 +202,7 @@ class AriadneMemory:
             entries = rule_kept
         else:
             entries = self._extract(kept, ExtractionContext(previous, participants), stats)
-            cache = {e.text: e.embedding for e in rule_kept}
+            cache = {e.text: e.embedding for e in rule_kept if e.id in plain}
             missing = list(dict.fromkeys(e.text for e in entries if e.text not in cache))
             if missing:
                 cache.update(zip(missing, self.embedder.embed(missing), strict=True))

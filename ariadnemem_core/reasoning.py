@@ -135,6 +135,9 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     graph.stats.update(timings | {
         "terminals": len(cands), "bridges": sum(1 for i in keep if roles.get(i) == "bridge"),
         "bridges_found": n_bridges, "query_entities": q_entities, "paths_mined": len(graph.paths),
+        # Considered (terminal, reply, bridge or newer state) but cut by the node/token budget:
+        # tells "never retrieved" apart from "retrieved, then pruned" when evidence is missing.
+        "pruned": [i for i in entries if i not in kept_entries],
         "ms_total": _ms(t0),
     })
     return graph

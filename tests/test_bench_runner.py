@@ -122,7 +122,7 @@ def test_run_locomo_end_to_end(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     for d in diag:
         assert set(d["missed"]) == set(d["evidence"]) - set(d["covered"])
         assert set(d["lost_at"]) == set(d["missed"])
-        assert all(v in ("gating", "retrieval") for v in d["lost_at"].values())
+        assert all(v in ("gating", "budget", "retrieval") for v in d["lost_at"].values())
     raw = (out / "diagnostics.jsonl").read_text() + (out / "results.json").read_text() + md
     assert "SECRET" not in raw  # gold answers are never written
 
@@ -190,3 +190,20 @@ def test_progress_lines_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixt
         prog.remove_task(task)
     err = capsys.readouterr().err
     assert "ingest (2)..." in err and "ingest conv-1" in err and "ingest: done in" in err
+
+
+def test_diagnostic_names_the_stage_that_lost_each_evidence_turn() -> None:
+    from types import SimpleNamespace
+
+    from ariadnemem_core import Config
+    from ariadnemem_core.bench.runner import _diagnostic
+
+    q = SimpleNamespace(qid="c:q0", category=4, question="?", evidence=["D1:1", "D1:2", "D1:3", "D1:4"],
+                        raw_evidence=["D1:1", "D1:2", "D1:3", "D1:4"])
+    rec = SimpleNamespace(covered=["D1:1"], recall=0.25, tokens=10, latency_ms=1.0, bridges=0)
+    graph = SimpleNamespace(facts=[], fast_path=None)
+    conv = SimpleNamespace(sample_id="c")
+    d = _diagnostic(conv, q, rec, graph, stored={"D1:1", "D1:2", "D1:3"}, pruned_turns={"D1:2"}, cfg=Config())
+    assert d["lost_at"] == {"D1:2": "budget", "D1:3": "retrieval", "D1:4": "gating"}
+    d = _diagnostic(conv, q, rec, graph, stored={"D1:1"}, pruned_turns=set(), cfg=Config().ablate("gating"))
+    assert d["lost_at"]["D1:4"] == "extraction"

@@ -216,6 +216,7 @@ def test_config_documents_paper_defaults_and_validates():
 
     paper, ours = Config.paper(), Config()
     assert (paper.lambda_red, paper.lambda_coal, paper.k_sem, paper.k_lex) == (0.6, 0.7, 20, 5)
+    assert not paper.context_embedding and not paper.link_requires_value_change
     assert (ours.k_sem, ours.k_lex) != (paper.k_sem, paper.k_lex)
     assert Config.paper(k_sem=7).k_sem == 7
     with pytest.raises(ConfigError):
@@ -249,3 +250,47 @@ def test_link_needs_a_changed_value_paraphrase_is_added():
     denver = Entry("d", "Ana lives in Denver now.", keywords=["lives", "now"], persons=["Ana"], location="Denver")
     assert "ana" not in value_terms(boston)  # who it is about is not a value
     assert decide(denver, [(boston, 0.9)], cfg).action == Action.LINK
+
+
+def test_question_context_is_the_other_speakers_last_question():
+    from ariadnemem_core.extraction import question_context
+
+    turns = [turn("Nate", "Congrats! What genre is it? Is it long?", 0),
+             turn("Joanna", "Thanks! It's a mix of drama and romance!", 1),
+             turn("Joanna", "Do you like romance?", 2),          # same speaker as before: no context
+             turn("Nate", "Not really. I like thrillers.", 3),    # answers Joanna's question
+             turn("Joanna", "Fair enough.", 4)]                   # Nate asked nothing
+    assert question_context(turns) == [None, "Is it long?", None, "Do you like romance?", None]
+    before = turn("Joanna", "Did you finish the game?", -1)
+    assert question_context(turns[:1], before)[0] == "Did you finish the game?"
+
+
+class _RecordingEmbedder:
+    """HashEmbedder that remembers every text it embedded."""
+
+    def __init__(self) -> None:
+        from ariadnemem_core import HashEmbedder
+
+        self._inner = HashEmbedder()
+        self.dim, self.name, self.seen = self._inner.dim, self._inner.name, []
+
+    def embed(self, texts):
+        self.seen.extend(texts)
+        return self._inner.embed(texts)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_reply_is_embedded_with_the_question_it_answers(make_memory, on):
+    """The vector of a reply sees the question (so "What genre ...?" finds "It's a mix of
+    drama and romance"); the stored text stays what was said."""
+    emb = _RecordingEmbedder()
+    mem = make_memory(config=Config(context_embedding=on), embedder=emb)
+    mem.add([turn("Nate", "What genre is your first screenplay?", 0, "D1:1"),
+             turn("Joanna", "It's a mix of drama and romance!", 1, "D1:2")])
+    mem.flush()
+    reply = next(e for e in mem.entries() if "D1:2" in e.source_turn_ids)
+    assert "genre" not in reply.text.lower()
+    contextual = [t for t in emb.seen if "genre" in t and "romance" in t]
+    assert bool(contextual) is on
+    expected = emb._inner.embed([contextual[0] if on else reply.text])[0]
+    assert np.allclose(reply.embedding, expected / np.linalg.norm(expected), atol=1e-5)

@@ -106,8 +106,13 @@ def test_token_budget_caps_the_context(make_memory):
     q = "Which empire was in the history book?"
     tight = mem.retrieve(q)
     assert len(tight.facts) == Config().min_nodes  # the budget binds; min_nodes is the floor
+    # what the budget cut is reported (diagnostics tell "pruned" from "never retrieved")
+    pruned = set(tight.stats["pruned"])
+    assert pruned and not pruned & {f.id for f in tight.facts}
     mem.config = Config(token_budget=10_000)
-    assert len(mem.retrieve(q).facts) > Config().min_nodes
+    loose = mem.retrieve(q)
+    assert len(loose.facts) > Config().min_nodes
+    assert pruned <= {f.id for f in loose.facts} | set(loose.stats["pruned"])
 
 
 def test_update_shows_latest_state(make_memory):

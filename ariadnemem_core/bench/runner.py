@@ -118,7 +118,9 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                     collector.add(name, q, tokens=rec.tokens, retrieval_ms=latency, graph=graph,
                                   fast_path=graph.fast_path)
                 if diagnostics is not None:
-                    diagnostics.append(_diagnostic(conv, q, rec, graph, stored, cfg))
+                    pruned = mem.store.get(graph.stats.get("pruned", []), conv.user_id, cached=True)
+                    pruned_turns = {t for e in pruned.values() for t in e.source_turn_ids}
+                    diagnostics.append(_diagnostic(conv, q, rec, graph, stored, pruned_turns, cfg))
                 prog.advance(task)
         prog.remove_task(task)
     return {
@@ -135,8 +137,10 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
 
 
 def _diagnostic(conv: Conversation, q: Any, rec: QuestionRecord, graph: Any, stored: set[str],
-                cfg: Config) -> dict[str, Any]:
-    """Where each missed evidence turn was lost. Never includes the gold answer."""
+                pruned_turns: set[str], cfg: Config) -> dict[str, Any]:
+    """Where each missed evidence turn was lost: ``gating``/``extraction`` (no stored entry
+    holds it), ``budget`` (an entry holding it was considered, then pruned by the node or
+    token budget) or ``retrieval`` (stored, never considered). Never includes the gold answer."""
     missed = [e for e in q.evidence if e not in rec.covered]
     # With the gate off a turn missing from the store can only have been lost by extraction.
     absent = "gating" if cfg.enable_gating else "extraction"
@@ -150,7 +154,8 @@ def _diagnostic(conv: Conversation, q: Any, rec: QuestionRecord, graph: Any, sto
         "raw_evidence": q.raw_evidence if q.raw_evidence != q.evidence else None,
         "covered": rec.covered,
         "missed": missed,
-        "lost_at": {m: (absent if m not in stored else "retrieval") for m in missed},
+        "lost_at": {m: (absent if m not in stored else "budget" if m in pruned_turns else "retrieval")
+                    for m in missed},
         "recall": rec.recall,
         "tokens": rec.tokens,
         "latency_ms": round(rec.latency_ms, 3),
