@@ -7,12 +7,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fake_openai_server import FakeOpenAIServer
 
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder, MiniLMEmbedder, Turn
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1 (tests cue its replies)."""
+    with FakeOpenAIServer() as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")

@@ -216,3 +216,15 @@ class FakeOpenAIServer:
                 return error(400, "'response_format' is not supported by this model", "response_format")
             return ok(good)
         raise ValueError(f"unknown cue {cue!r}")
+
+
+def fake_client(server: FakeOpenAIServer, **kw: Any) -> Any:
+    """An ``LLMClient`` on ``server`` with test-speed timeouts and backoff (``kw`` overrides)."""
+    from ariadnemem_core.llm import LLMClient
+
+    kw.setdefault("model", "fake-model")
+    kw.setdefault("timeout", 5.0)
+    kw.setdefault("max_retries", 1)
+    kw.setdefault("backoff_initial", 0.01)
+    kw.setdefault("backoff_max", 0.02)
+    return LLMClient(base_url=server.url, **kw)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, prompt_text
+from fake_openai_server import FakeOpenAIServer, fake_client, prompt_text
 from test_bench_runner import write_fixture
 
 from ariadnemem_core import HashEmbedder, MiniLMEmbedder
@@ -17,7 +16,6 @@ from ariadnemem_core.bench.locomo import load_locomo
 from ariadnemem_core.bench.qa_run import QASettings, flat_system_name, stratified_sample
 from ariadnemem_core.bench.runner import run_locomo
 from ariadnemem_core.cli import main
-from ariadnemem_core.llm import LLMClient
 
 #: Every gold answer carries this marker, so a leak into any prompt is easy to spot.
 GOLD = "GOLDMARK"
@@ -56,15 +54,9 @@ def write_qa_fixture(path: Path) -> Path:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        srv.answer = "not mentioned"
-        yield srv
-
-
-def client_for(server: FakeOpenAIServer) -> LLMClient:
-    return LLMClient(base_url=server.url, model="fake-model", timeout=5.0, max_retries=1, backoff_initial=0.01,
-                     backoff_max=0.02)
+def server(server: FakeOpenAIServer) -> FakeOpenAIServer:
+    server.answer = "not mentioned"
+    return server
 
 
 def assert_no_gold_in_prompts(server: FakeOpenAIServer) -> None:
@@ -99,7 +91,7 @@ def test_run_locomo_qa_with_llm_extraction(tmp_path: Path, server: FakeOpenAISer
     out = tmp_path / "out"
     settings = QASettings(per_category=2, seed=1, concurrency=2, include_adversarial=True)
     # The hashing embedder keeps this fast; the CLI test below runs the MiniLM path.
-    res = run_locomo(data, out=out, embedder=HashEmbedder(), progress=False, ks=(10,), llm=client_for(server),
+    res = run_locomo(data, out=out, embedder=HashEmbedder(), progress=False, ks=(10,), llm=fake_client(server),
                      qa=settings, llm_extract=True)
 
     qa = json.loads((out / "qa.json").read_text())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import pytest
-from fake_openai_server import FakeOpenAIServer
+from fake_openai_server import FakeOpenAIServer, fake_client
 
 from ariadnemem_core.errors import LLMError
 from ariadnemem_core.llm import DEFAULT_MODEL, PLACEHOLDER_API_KEY, LLMClient, parse_json
@@ -15,18 +14,10 @@ from ariadnemem_core.llm import DEFAULT_MODEL, PLACEHOLDER_API_KEY, LLMClient, p
 MSGS = [{"role": "system", "content": "Reply in JSON."}, {"role": "user", "content": "What is up?"}]
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
 def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
-    kw.setdefault("timeout", 5.0)
     kw.setdefault("max_retries", 2)
-    kw.setdefault("backoff_initial", 0.01)
     kw.setdefault("backoff_max", 0.05)
-    return LLMClient(base_url=server.url, model="fake-model", **kw)
+    return fake_client(server, **kw)
 
 
 # ---------------------------------------------------------------- parsing

@@ -7,14 +7,13 @@ The invariant checked in every scenario: every input turn is covered by some ent
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fake_openai_server import FakeOpenAIServer
+from fake_openai_server import FakeOpenAIServer, fake_client
 
 from ariadnemem_core.extraction import ExtractionContext, Extractor
-from ariadnemem_core.llm import LLMClient
 from ariadnemem_core.llm_extraction import LLMExtractor, build_messages, validate_output
 from ariadnemem_core.models import Entry, Turn
 
@@ -22,20 +21,6 @@ T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 SPEAKERS = ("Caroline", "Melanie")
 TOPICS = ("pottery class", "camping trip", "new job", "guitar lessons", "marathon", "book club",
           "garden", "adoption agency", "beach day", "painting", "dog walk", "concert")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
-def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
-    kw.setdefault("timeout", 5.0)
-    kw.setdefault("max_retries", 1)
-    kw.setdefault("backoff_initial", 0.01)
-    kw.setdefault("backoff_max", 0.02)
-    return LLMClient(base_url=server.url, model="fake-model", **kw)
 
 
 def make_turns(n: int, start: int = 0, prefix: str = "D1") -> list[Turn]:
@@ -56,11 +41,11 @@ def assert_covered(entries: Sequence[Entry], turns: Sequence[Turn]) -> None:
 
 
 def test_is_an_extractor(server: FakeOpenAIServer) -> None:
-    assert isinstance(LLMExtractor(make_client(server)), Extractor)
+    assert isinstance(LLMExtractor(fake_client(server)), Extractor)
 
 
 def test_good_window(server: FakeOpenAIServer) -> None:
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(6)
     entries = ex.extract(turns, ExtractionContext())
     assert server.count == 1
@@ -79,7 +64,7 @@ def test_good_window(server: FakeOpenAIServer) -> None:
 def test_prompt_has_ids_dates_context_and_quoted_text(server: FakeOpenAIServer) -> None:
     turns = make_turns(3, start=2)
     ctx = ExtractionContext(previous_turns=make_turns(2), participants=list(SPEAKERS))
-    LLMExtractor(make_client(server)).extract(turns, ctx)
+    LLMExtractor(fake_client(server)).extract(turns, ctx)
     system, user = (m["content"] for m in server.requests[0]["messages"])
     assert "source_turn_ids" in system and "absolute date" in system
     assert "[T1] 2023-05-08 14:10 (Monday) Caroline:" in user
@@ -98,7 +83,7 @@ def test_multi_turn_entry_takes_latest_timestamp_and_no_single_speaker(server: F
          "keywords": ["Camping"], "persons": "Caroline", "entities": [], "location": "null", "topic": None},
     ]})))
     turns = make_turns(2)
-    [entry] = LLMExtractor(make_client(server)).extract(turns, ExtractionContext())
+    [entry] = LLMExtractor(fake_client(server)).extract(turns, ExtractionContext())
     assert entry.source_turn_ids == ["D1:1", "D1:2"]
     assert entry.timestamp == turns[1].timestamp and entry.first_timestamp == turns[0].timestamp
     assert entry.speaker is None
@@ -108,7 +93,7 @@ def test_multi_turn_entry_takes_latest_timestamp_and_no_single_speaker(server: F
 @pytest.mark.parametrize("cue", ["fenced", "prose"])
 def test_wrapped_json_window(server: FakeOpenAIServer, cue: str) -> None:
     server.queue(cue)
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(4)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
     assert ex.stats["llm_ok"] == 1 and ex.stats["fallback_windows"] == 0
@@ -117,7 +102,7 @@ def test_wrapped_json_window(server: FakeOpenAIServer, cue: str) -> None:
 @pytest.mark.parametrize("bad", ["invalid", "bad_ids", "no_text"])
 def test_invalid_reply_is_retried_with_a_note(server: FakeOpenAIServer, bad: str) -> None:
     server.queue(bad, "good")
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(5)
     entries = ex.extract(turns, ExtractionContext())
     assert_covered(entries, turns)
@@ -131,7 +116,7 @@ def test_invalid_reply_is_retried_with_a_note(server: FakeOpenAIServer, bad: str
 @pytest.mark.parametrize("bad", ["invalid", "bad_ids", "no_text"])
 def test_persistent_invalid_reply_falls_back_to_rules(server: FakeOpenAIServer, bad: str) -> None:
     server.default = bad
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(5)
     entries = ex.extract(turns, ExtractionContext())
     assert_covered(entries, turns)
@@ -143,7 +128,7 @@ def test_persistent_invalid_reply_falls_back_to_rules(server: FakeOpenAIServer, 
 
 def test_500_forever_falls_back(server: FakeOpenAIServer) -> None:
     server.default = "500"
-    ex = LLMExtractor(make_client(server, max_retries=1), retries=1)
+    ex = LLMExtractor(fake_client(server, max_retries=1), retries=1)
     turns = make_turns(4)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
     assert server.count == 4  # (1 + 1 HTTP retry) x (1 + 1 window retry)
@@ -153,7 +138,7 @@ def test_500_forever_falls_back(server: FakeOpenAIServer) -> None:
 def test_timeout_falls_back_or_recovers(server: FakeOpenAIServer) -> None:
     server.sleep_s = 1.0
     server.queue("timeout", "timeout")
-    ex = LLMExtractor(make_client(server, timeout=0.25, max_retries=1), retries=1)
+    ex = LLMExtractor(fake_client(server, timeout=0.25, max_retries=1), retries=1)
     turns = make_turns(3)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
     assert server.count == 3  # two timeouts (HTTP retry), then success on the window retry
@@ -162,7 +147,7 @@ def test_timeout_falls_back_or_recovers(server: FakeOpenAIServer) -> None:
 
 def test_429_then_good(server: FakeOpenAIServer) -> None:
     server.queue("429")
-    client = make_client(server)
+    client = fake_client(server)
     ex = LLMExtractor(client)
     turns = make_turns(3)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
@@ -171,7 +156,7 @@ def test_429_then_good(server: FakeOpenAIServer) -> None:
 
 def test_400_response_format_window(server: FakeOpenAIServer) -> None:
     server.default = "400_rf"
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(3)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
     assert ex.stats["llm_ok"] == 1 and ex.client.json_mode is False
@@ -179,7 +164,7 @@ def test_400_response_format_window(server: FakeOpenAIServer) -> None:
 
 def test_uncovered_turns_are_patched(server: FakeOpenAIServer) -> None:
     server.default = "partial"
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(8)
     entries = ex.extract(turns, ExtractionContext())
     assert_covered(entries, turns)
@@ -193,7 +178,7 @@ def test_no_turn_ever_dropped_across_all_cues(server: FakeOpenAIServer) -> None:
     cues = ["good", "fenced", "prose", "text", "invalid", "bad_ids", "partial", "no_text", "429", "500",
             "timeout", "400_rf"]
     server.queue(*cues * 3)
-    ex = LLMExtractor(make_client(server, timeout=0.3, max_retries=1))
+    ex = LLMExtractor(fake_client(server, timeout=0.3, max_retries=1))
     windows = [make_turns(4, start=4 * i, prefix=f"D{i}") for i in range(len(cues))]
     results = ex.extract_many(windows, [ExtractionContext() for _ in windows], concurrency=4)
     for turns, entries in zip(windows, results, strict=True):
@@ -205,7 +190,7 @@ def test_no_turn_ever_dropped_across_all_cues(server: FakeOpenAIServer) -> None:
 def test_extract_many_is_bounded_and_ordered(server: FakeOpenAIServer) -> None:
     server.default = lambda body: (__import__("time").sleep(0.05) or 200,
                                    __import__("json").dumps(server.good_json(body)))
-    ex = LLMExtractor(make_client(server), concurrency=3)
+    ex = LLMExtractor(fake_client(server), concurrency=3)
     windows = [make_turns(3, start=3 * i, prefix=f"W{i}") for i in range(9)]
     results = ex.extract_many(windows)
     assert len(results) == 9
@@ -216,7 +201,7 @@ def test_extract_many_is_bounded_and_ordered(server: FakeOpenAIServer) -> None:
 
 def test_aextract_many_concurrent(server: FakeOpenAIServer) -> None:
     server.queue("invalid", "500", "500", "500", "500")
-    ex = LLMExtractor(make_client(server), concurrency=4)
+    ex = LLMExtractor(fake_client(server), concurrency=4)
     windows = [make_turns(5, start=5 * i, prefix=f"A{i}") for i in range(10)]
     results = asyncio.run(ex.aextract_many(windows, ExtractionContext()))
     for turns, entries in zip(windows, results, strict=True):
@@ -227,7 +212,7 @@ def test_aextract_many_concurrent(server: FakeOpenAIServer) -> None:
 
 
 def test_empty_window_makes_no_call(server: FakeOpenAIServer) -> None:
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     assert ex.extract([], ExtractionContext()) == []
     assert server.count == 0
 
@@ -260,7 +245,7 @@ def test_memory_facade_with_llm_extractor(server: FakeOpenAIServer) -> None:
     except ImportError:  # pragma: no cover - the facade is optional for this module
         pytest.skip("AriadneMemory not importable")
     server.queue("partial", "invalid", "invalid")  # patching and fallback inside the memory too
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     turns = make_turns(25)
     with AriadneMemory(extractor=ex, embedder=HashEmbedder()) as mem:
         mem.add(turns)
@@ -286,7 +271,7 @@ def test_shifted_citations_are_reanchored(server: FakeOpenAIServer) -> None:
         {"text": "Melanie's sister Jane is visiting Lisbon in June with her kids.", "source_turn_ids": ["T3"]},
         {"text": "Caroline likes it.", "source_turn_ids": ["T4"]},  # too few words to judge: kept
     ]})))
-    ex = LLMExtractor(make_client(server))
+    ex = LLMExtractor(fake_client(server))
     entries = ex.extract(turns, ExtractionContext())
     assert_covered(entries, turns)
     cites = {e.text: e.source_turn_ids for e in entries}
@@ -297,7 +282,7 @@ def test_shifted_citations_are_reanchored(server: FakeOpenAIServer) -> None:
 
 
 def test_large_windows_can_be_split_per_call(server: FakeOpenAIServer) -> None:
-    ex = LLMExtractor(make_client(server), max_turns_per_call=4)
+    ex = LLMExtractor(fake_client(server), max_turns_per_call=4)
     turns = make_turns(10)
     entries = ex.extract(turns, ExtractionContext())
     assert_covered(entries, turns)
@@ -309,4 +294,4 @@ def test_large_windows_can_be_split_per_call(server: FakeOpenAIServer) -> None:
     assert_covered(entries, turns)
     assert [e.source_turn_ids[0] for e in entries] == [t.turn_id for t in turns]
     with pytest.raises(ValueError):
-        LLMExtractor(make_client(server), max_turns_per_call=0)
+        LLMExtractor(fake_client(server), max_turns_per_call=0)

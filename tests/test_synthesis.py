@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
-from fake_openai_server import FakeOpenAIServer
+from fake_openai_server import FakeOpenAIServer, fake_client
 
 from ariadnemem_core.bench.qa import answer_items, score_items
 from ariadnemem_core.errors import LLMError
-from ariadnemem_core.llm import LLMClient
 from ariadnemem_core.synthesis import (
     EXTRACTIVE_PREFIX,
     SYNTHESIS_SYSTEM_PROMPT,
@@ -55,18 +53,9 @@ QUESTION = "What is the name of Bob's cat?"
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        srv.answer = "Miso"
-        yield srv
-
-
-def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
-    kw.setdefault("timeout", 5.0)
-    kw.setdefault("max_retries", 1)
-    kw.setdefault("backoff_initial", 0.01)
-    kw.setdefault("backoff_max", 0.02)
-    return LLMClient(base_url=server.url, model="fake-model", **kw)
+def server(server: FakeOpenAIServer) -> FakeOpenAIServer:
+    server.answer = "Miso"
+    return server
 
 
 def test_extractive_without_llm() -> None:
@@ -80,7 +69,7 @@ def test_extractive_without_llm() -> None:
 
 
 def test_one_call_answer_parses_and_records_usage(server: FakeOpenAIServer) -> None:
-    client = make_client(server)
+    client = fake_client(server)
     ans = synthesize(QUESTION, GRAPH, client)
     assert server.count == 1
     assert ans.mode == "llm" and ans.text == "Miso"
@@ -91,7 +80,7 @@ def test_one_call_answer_parses_and_records_usage(server: FakeOpenAIServer) -> N
 
 
 def test_prompt_order_stable_first_question_last(server: FakeOpenAIServer) -> None:
-    synthesize(QUESTION, GRAPH, make_client(server))
+    synthesize(QUESTION, GRAPH, fake_client(server))
     system, user = server.requests[0]["messages"]
     assert system["role"] == "system" and system["content"] == SYNTHESIS_SYSTEM_PROMPT
     memory = GRAPH.to_text()
@@ -105,7 +94,7 @@ def test_prompt_order_stable_first_question_last(server: FakeOpenAIServer) -> No
 
 def test_counter_fast_path_is_reported_and_noted(server: FakeOpenAIServer) -> None:
     graph = FakeGraph(GRAPH.facts, fast_path="counter")
-    ans = synthesize("How many times did Bob move?", graph, make_client(server))
+    ans = synthesize("How many times did Bob move?", graph, fake_client(server))
     assert ans.fast_path == "counter"
     assert "count distinct events" in server.requests[0]["messages"][1]["content"]
 
@@ -113,27 +102,27 @@ def test_counter_fast_path_is_reported_and_noted(server: FakeOpenAIServer) -> No
 @pytest.mark.parametrize("cue, expected", [("fenced", "Miso"), ("prose", "Miso"), ("text", "Miso")])
 def test_tolerant_answer_parsing(server: FakeOpenAIServer, cue: str, expected: str) -> None:
     server.queue(cue)
-    assert synthesize(QUESTION, GRAPH, make_client(server)).text == expected
+    assert synthesize(QUESTION, GRAPH, fake_client(server)).text == expected
 
 
 def test_odd_json_shapes(server: FakeOpenAIServer) -> None:
     server.queue(lambda b: (200, '{"response": "Miso"}'), lambda b: (200, '{"answer": 3}'),
                  lambda b: (200, '{"answer": ["a", "b"]}'), lambda b: (200, '{"answer": ""}'))
-    client = make_client(server)
+    client = fake_client(server)
     assert [synthesize(QUESTION, GRAPH, client).text for _ in range(4)] == ["Miso", "3", "a, b", "not mentioned"]
 
 
 def test_retry_then_answer_and_failure_raises(server: FakeOpenAIServer) -> None:
     server.queue("429")
-    ans = synthesize(QUESTION, GRAPH, make_client(server))
+    ans = synthesize(QUESTION, GRAPH, fake_client(server))
     assert ans.text == "Miso" and ans.usage["retries"] == 1
     server.default = "500"
     with pytest.raises(LLMError):
-        synthesize(QUESTION, GRAPH, make_client(server))
+        synthesize(QUESTION, GRAPH, fake_client(server))
 
 
 def test_async_concurrent_answers(server: FakeOpenAIServer) -> None:
-    client = make_client(server)
+    client = fake_client(server)
 
     async def main() -> list[Answer]:
         return await asyncio.gather(*(asynthesize(f"{QUESTION} ({i})", GRAPH, client) for i in range(16)))
@@ -158,7 +147,7 @@ def test_answer_items_and_score(server: FakeOpenAIServer) -> None:
     ]
     server.queue(lambda b: (200, '{"answer": "Miso"}'), lambda b: (200, '{"answer": "Lisbon"}'),
                  lambda b: (200, '{"answer": "not mentioned"}'))
-    results = answer_items(items, make_client(server), concurrency=1)
+    results = answer_items(items, fake_client(server), concurrency=1)
     assert [r["prediction"] for r in results] == ["Miso", "Lisbon", "not mentioned"]
     assert all(r["prompt_tokens"] > 0 and r["latency_s"] > 0 and r["error"] is None for r in results)
     assert "graph" not in results[0] and results[1]["context_text"].startswith("[1]")
@@ -180,11 +169,11 @@ def test_answer_items_concurrent_offline_and_errors(server: FakeOpenAIServer) ->
              for i in range(6)]
     offline = answer_items(items, None)
     assert all(r["mode"] == "extractive" for r in offline)
-    results = answer_items(items, make_client(server), concurrency=3)
+    results = answer_items(items, fake_client(server), concurrency=3)
     assert [r["qid"] for r in results] == [f"q{i}" for i in range(6)]
     assert server.max_in_flight <= 3
     server.default = "500"
-    failed = answer_items(items[:1], make_client(server, max_retries=0))
+    failed = answer_items(items[:1], fake_client(server, max_retries=0))
     assert failed[0]["error"] and failed[0]["prediction"] == "" and failed[0]["mode"] == "error"
     assert score_items(failed, ["x"])["errors"] == 1
 
