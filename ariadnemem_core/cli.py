@@ -24,6 +24,8 @@ def _csv(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .bench.qa_run import LLM_TURNS_PER_CALL
+
     parser = argparse.ArgumentParser(prog="ariadnemem", description="AriadneMem: graph-structured long-term memory.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -49,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     loc.add_argument("--qa-concurrency", type=int, default=2, help="answer calls in flight (default 2)")
     loc.add_argument("--qa-include-adversarial", action="store_true", help="also answer category 5")
     loc.add_argument("--llm-extract", action="store_true", help="build AriadneMem's memory with the LLM extractor")
-    loc.add_argument("--llm-turns-per-call", type=int, default=10, metavar="N",
-                     help="LLM extractor: turns per extraction call, 0 = whole window (default 10)")
+    loc.add_argument("--llm-turns-per-call", type=int, default=LLM_TURNS_PER_CALL, metavar="N",
+                     help=f"LLM extractor: turns per extraction call, 0 = whole window (default {LLM_TURNS_PER_CALL})")
     loc.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
     loc.add_argument("--model", default=None, help="LLM model name (default: $ARIADNEMEM_LLM_MODEL)")
 

@@ -225,12 +225,13 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
 
     def take(node: str) -> bool:
         nonlocal used
-        unit = [n for n in _unit(node, chains, entries) if n not in keep]
+        chain = _unit(node, chains, entries)
+        unit = [n for n in chain if n not in keep]
         if len(keep) + len(unit) > cfg.max_nodes:
             return False
         new_days = {days[i] for i in unit} - kept_days
         add = sum(cost[i] for i in unit) + sum(day_cost[d] for d in new_days)
-        if len(_unit(node, chains, entries)) > 1:  # "(superseded by Fn)" and "(latest)" markers
+        if len(chain) > 1:  # "(superseded by Fn)" and "(latest)" markers
             add += UPDATE_MARKER_TOKENS
         if cfg.token_budget is not None and len(keep) + len(unit) > cfg.min_nodes \
                 and used + add > cfg.token_budget:

@@ -102,8 +102,10 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         for conv in dataset.conversations:
             questions = [q.question for q in conv.questions]
             embedder.embed(questions)  # warm the cache: latency below excludes query embedding
-            stored = ({tid for e in mem.entries(user_id=conv.user_id) for tid in e.source_turn_ids}
-                      if diagnostics is not None else set())
+            # entry id -> its source turns, read once per conversation (diagnostics only)
+            turns_of = ({e.id: e.source_turn_ids for e in mem.entries(user_id=conv.user_id)}
+                        if diagnostics is not None else {})
+            stored = {tid for tids in turns_of.values() for tid in tids}
             for q in conv.questions:
                 t0 = time.perf_counter()
                 graph = mem.retrieve(q.question, user_id=conv.user_id)
@@ -118,8 +120,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                     collector.add(name, q, tokens=rec.tokens, retrieval_ms=latency, graph=graph,
                                   fast_path=graph.fast_path)
                 if diagnostics is not None:
-                    pruned = mem.store.get(graph.stats.get("pruned", []), conv.user_id, cached=True)
-                    pruned_turns = {t for e in pruned.values() for t in e.source_turn_ids}
+                    pruned_turns = {t for i in graph.stats.get("pruned", []) for t in turns_of.get(i, ())}
                     diagnostics.append(_diagnostic(conv, q, rec, graph, stored, pruned_turns, cfg))
                 prog.advance(task)
         prog.remove_task(task)
