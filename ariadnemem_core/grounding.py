@@ -210,6 +210,10 @@ def ground_pronouns_ex(text: str, speaker: str, other: str | None) -> tuple[str,
         s = m.string
         if key.endswith("mean"):
             return form
+        # Unicode case folding lets IGNORECASE match forms the tables do not hold ("İ"
+        # matches "i" but lowers to "i̇"): such a match is not a pronoun, keep it as written.
+        if key not in _FIRST and key not in _SECOND:
+            return form
         if key.startswith("you"):
             if other is None or key == "yourselves":
                 return form

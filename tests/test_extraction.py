@@ -81,6 +81,13 @@ def test_pronoun_lookalikes_and_fillers_are_left_alone(text: str) -> None:
     assert "Caroline" not in out and "Melanie" not in out, out
 
 
+def test_unicode_case_lookalikes_are_not_pronouns() -> None:
+    """Found by the fuzz test: IGNORECASE lets "İ" match "i", but it lowers to "i̇"."""
+    assert g.ground_pronouns("İ", "Caroline", "Melanie") == "İ"
+    assert g.ground_pronouns("İstanbul trip, mİne. I am back", "Caroline", "Melanie") == \
+        "İstanbul trip, mİne. Caroline is back"
+
+
 def test_second_person_is_left_alone_without_other_party() -> None:
     assert g.ground_pronouns("I saw your photo", "Caroline", None) == "Caroline saw your photo"
     assert g.ground_pronouns_ex("I saw your photo", "Caroline", "Melanie") == ("Caroline saw Melanie's photo", True)
