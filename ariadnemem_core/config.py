@@ -41,9 +41,9 @@ class Config:
     #: speaker's question is embedded together with that question (its text is unchanged;
     #: see ``extraction.question_context``). A reply like "It's a mix of drama and
     #: romance!" otherwise shares no meaning with "What genre is Joanna's screenplay?".
-    #: On the LoCoMo dev set single-hop evidence recall rose from 82.3 to 84.9% (multi-hop
-    #: 55.6 -> 53.7%, open-domain 54.6 -> 53.4%, temporal 84.0 -> 83.9%) at the same token
-    #: cost; ingest slowed from 91 to 67 turns/s (longer texts to embed).
+    #: On the LoCoMo dev set single-hop evidence recall rose from 82.3 to 85.1% (multi-hop
+    #: 55.6 -> 53.4%, open-domain 54.6 -> 53.4%, temporal 84.0 -> 83.9%) at the same token
+    #: cost; ingest slowed from 91 to 83 turns/s (longer texts to embed).
     context_embedding: bool = True
     #: Coarsening similarity threshold lambda_coal.
     #: DEPARTURE (paper: 0.7). With MiniLM, 0.7 is "same topic": on one LoCoMo dev
