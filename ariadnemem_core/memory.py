@@ -40,6 +40,14 @@ class AriadneMemory:
 
     ``path=None`` gives an ephemeral memory in a temporary directory (removed on close);
     a path gives a persistent one that reopens to exactly the same memory.
+
+    The dense index is embedded (chromadb under ``path``) unless ``chroma_host`` (and
+    ``chroma_port``, default 8000) names a Chroma server (``chroma run``) or
+    ``chroma_client`` injects a configured ``chromadb`` client (``HttpClient`` with auth
+    headers, TLS, ...). In that mode the vectors live on the server, in collections named
+    after this store's id, and the records, BM25 index, edges and counters stay in the
+    SQLite file at ``path``, the source of truth the server is reconciled with on open.
+    Opening an existing embedded store with a server moves its vectors there.
     """
 
     def __init__(
@@ -50,12 +58,16 @@ class AriadneMemory:
         embedder: Embedder | None = None,
         extractor: Extractor | None = None,
         llm: Any = None,
+        chroma_host: str | None = None,
+        chroma_port: int | None = None,
+        chroma_client: Any = None,
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
         self._rule = RuleExtractor(split_sentences=self.config.atomic_sentences)
         self.extractor: Extractor = extractor or self._rule
-        self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name)
+        self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
+                           chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port)
         self._write_lock = threading.RLock()
         self._llm = llm
         self._llm_checked = llm is not None
@@ -334,6 +346,10 @@ class AriadneMemory:
             seen.add(chain[-1])
         found = self.store.get(chain, entry.user_id)
         return [found[i] for i in chain if i in found]
+
+    def users(self) -> dict[str, int]:
+        """Every user id in this memory with its number of entries (pending-only users: 0)."""
+        return self.store.users()
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ..."""

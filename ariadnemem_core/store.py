@@ -18,6 +18,13 @@ Why this split:
   chromadb carry ``indexed = 0`` and are (re)indexed on open, deletions go through a
   tombstone table, and a collection whose count disagrees with SQLite is rebuilt from the
   stored embeddings.
+
+  **Server mode** (``chroma_host`` / ``chroma_port`` or an injected ``chroma_client``): the
+  same collections live on a Chroma server instead of under ``path/chroma``. Everything
+  else stays in the local SQLite file, which remains the source of truth, so the server
+  holds only derived data that ``reconcile()`` re-creates (a wiped server is rebuilt on
+  the next open). Collection names then carry this store's id (``meta.store_id``), so
+  several stores can share one server without ever reading each other's vectors.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from .errors import StoreError
 from .models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 
 SCHEMA_VERSION = 1
+#: Port ``chroma run`` listens on by default.
+DEFAULT_CHROMA_PORT = 8000
 #: Counters every ``stats()`` reports (zero when nothing happened yet).
 STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "merge", "link", "add",
              "extract_windows", "extract_fallbacks", "extract_patched_turns")
@@ -150,8 +159,9 @@ def scope_token(kind: str, value: str) -> str:
     return kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:20]
 
 
-def collection_name(user_id: str) -> str:
-    return "u-" + hashlib.sha1(user_id.encode("utf-8")).hexdigest()[:32]
+def collection_name(user_id: str, prefix: str = "") -> str:
+    """The dense-index collection of one user (``prefix``: the store id in server mode)."""
+    return prefix + "u-" + hashlib.sha1(user_id.encode("utf-8")).hexdigest()[:32]
 
 
 def fts_query(text: str, max_terms: int = 32) -> str | None:
@@ -189,8 +199,18 @@ class Store:
     #: Turns kept per scope as pronoun context for the next window.
     RECENT_TURNS = 4
 
-    def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str) -> None:
+    def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str,
+                 chroma_client: Any = None, chroma_host: str | None = None, chroma_port: int | None = None) -> None:
         self._temp = path is None
+        if chroma_client is not None and chroma_host is not None:
+            raise StoreError("pass either chroma_client or chroma_host, not both")
+        #: (host, port) of the Chroma server, the injected client, or neither (embedded).
+        self._server = (chroma_host, int(chroma_port or DEFAULT_CHROMA_PORT)) if chroma_host else None
+        self._injected = chroma_client
+        self._chroma_prefix = ""
+        #: Set when a dense write failed after its SQLite commit: the rows are safe (they
+        #: carry ``indexed = 0``) and the next write or dense read reconciles first.
+        self._dense_behind = False
         self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
         self.dim = dim
         self._lock = threading.RLock()
@@ -216,8 +236,17 @@ class Store:
             self._db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-        self._check_meta(embedder_name)
-        self._chroma = self._open_chroma()
+        try:
+            self._check_meta(embedder_name)
+            if self.remote:
+                self._chroma_prefix = f"am{self._store_id()}-"
+            self._chroma = self._open_chroma()
+        except BaseException:
+            self._db.close()
+            self._lockfile.close()
+            if self._temp:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
         self._collections: dict[str, Any] = {}
         self._gen = self._generation()
         self.reconcile()
@@ -240,10 +269,48 @@ class Store:
                 f"(dim {rows.get('dim')}); refusing to mix in {embedder_name!r} (dim {self.dim})"
             )
 
+    @property
+    def remote(self) -> bool:
+        """True when the dense index lives on a Chroma server (or an injected client)."""
+        return self._server is not None or self._injected is not None
+
+    @property
+    def dense_location(self) -> str:
+        """Where the vectors are, for messages and ``stats``: a path or a server URL."""
+        if self._server:
+            return f"chroma server {self._server[0]}:{self._server[1]}"
+        if self._injected is not None:
+            return f"injected chroma client ({type(self._injected).__name__})"
+        return str(self.path / "chroma")
+
+    def _store_id(self) -> str:
+        """This store's id (made once, kept in ``meta``): the server-side name prefix."""
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            if row:
+                return row[0]
+            import uuid
+
+            value = uuid.uuid4().hex[:16]
+            db.execute("INSERT INTO meta(key, value) VALUES ('store_id', ?)", (value,))
+            return value
+
     def _open_chroma(self):
         import chromadb
         from chromadb.config import Settings
 
+        if self._injected is not None:
+            return self._injected
+        if self._server is not None:
+            host, port = self._server
+            try:
+                client = chromadb.HttpClient(host=host, port=port,
+                                             settings=Settings(anonymized_telemetry=False))
+                client.heartbeat()
+                return client
+            except Exception as exc:
+                raise StoreError(f"cannot reach the Chroma server at {host}:{port} ({type(exc).__name__}: {exc}); "
+                                 f"is `chroma run --host {host} --port {port}` running?") from exc
         try:
             return chromadb.PersistentClient(
                 path=str(self.path / "chroma"),
@@ -258,7 +325,7 @@ class Store:
         if col is None:
             # embedding_function=None is essential: the default one downloads a model.
             col = self._chroma.get_or_create_collection(
-                collection_name(user_id),
+                collection_name(user_id, self._chroma_prefix),
                 embedding_function=None,
                 configuration={"hnsw": {"space": "cosine"}},
             )
@@ -303,9 +370,11 @@ class Store:
             return
         self._gen = gen
         self._stale = False
+        self._collections.clear()
+        if self.remote:  # the server is shared: only our collection handles can be stale
+            return
         with suppress(Exception):
             self._chroma.close()
-        self._collections.clear()
         self._chroma = self._open_chroma()
 
     @contextmanager
@@ -382,10 +451,35 @@ class Store:
 
     def _rebuild_user(self, user_id: str) -> None:
         with suppress(Exception):
-            self._chroma.delete_collection(collection_name(user_id))
+            self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
         self._collections.pop(user_id, None)
         rows = self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
         self._index([self._row_to_entry(r) for r in rows])
+
+    @contextmanager
+    def _dense(self, what: str) -> Iterator[None]:
+        """Turn a dense-index failure (server down, timeout) into a clear StoreError.
+
+        Records are committed to SQLite before any dense write, so a failure here loses
+        nothing: the rows stay ``indexed = 0`` and are pushed again by ``reconcile()``,
+        which the next dense operation runs first.
+        """
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            self._dense_behind = True
+            raise StoreError(f"dense index ({self.dense_location}) failed to {what}: {type(exc).__name__}: {exc}. "
+                             "Records are safe in SQLite; vectors are re-pushed on the next operation "
+                             "or reconcile().") from exc
+
+    def _catch_up(self) -> None:
+        """Re-push what a failed dense write left behind (no-op when nothing failed)."""
+        if self._dense_behind:
+            self._dense_behind = False
+            with self._dense("catch up"):
+                self.reconcile()
 
     def _index(self, entries: Sequence[Entry]) -> None:
         """Upsert entries into chromadb, then mark them indexed in SQLite."""
@@ -393,14 +487,15 @@ class Store:
         for entry in entries:
             by_user.setdefault(entry.user_id, []).append(entry)
         for user_id, group in by_user.items():
-            col = self._collection(user_id)
-            for start in range(0, len(group), 1000):
-                chunk = group[start : start + 1000]
-                col.upsert(
-                    ids=[e.id for e in chunk],
-                    embeddings=np.stack([e.embedding for e in chunk]).astype(np.float32),
-                    metadatas=[_chroma_meta(e) for e in chunk],
-                )
+            with self._dense("store vectors"):
+                col = self._collection(user_id)
+                for start in range(0, len(group), 1000):
+                    chunk = group[start : start + 1000]
+                    col.upsert(
+                        ids=[e.id for e in chunk],
+                        embeddings=np.stack([e.embedding for e in chunk]).astype(np.float32),
+                        metadatas=[_chroma_meta(e) for e in chunk],
+                    )
         with self._tx() as db:
             db.executemany("UPDATE entries SET indexed = 1 WHERE id = ?", [(e.id,) for e in entries])
 
@@ -512,12 +607,14 @@ class Store:
                      for i, t in enumerate(last)],
                 )
             self._bump(db, scope.user_id, commit.stats)
+        self._catch_up()
         if commit.added:
             self._index(commit.added)
         if commit.merged:
             # A MERGE refreshes the timestamp, which the dense index carries as metadata.
-            col = self._collection(scope.user_id)
-            col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+            with self._dense("update metadata"):
+                col = self._collection(scope.user_id)
+                col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
 
     def bump_stats(self, user_id: str, deltas: dict[str, int]) -> None:
         with self._tx() as db:
@@ -586,12 +683,14 @@ class Store:
             return []
         n = int(self._read("SELECT COUNT(*) FROM entries WHERE user_id = ?", (scope.user_id,))[0][0])
         with self._lock:
-            col = self._collection(scope.user_id)
-            if n == 0:
+            self._catch_up()
+            if n == 0:  # no collection is created for a user who has nothing
                 return [[] for _ in range(len(vectors))]
-            where = _chroma_where(scope)
-            res = col.query(query_embeddings=vectors, n_results=min(k, n), where=where,
-                            include=["distances"])
+            with self._dense("search"):
+                col = self._collection(scope.user_id)
+                where = _chroma_where(scope)
+                res = col.query(query_embeddings=vectors, n_results=min(k, n), where=where,
+                                include=["distances"])
         return [
             [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=True)]
             for ids, dists in zip(res["ids"], res["distances"], strict=True)
@@ -682,6 +781,14 @@ class Store:
             )
         ]
 
+    def users(self) -> dict[str, int]:
+        """Every user with entries or pending turns, mapped to their entry count."""
+        rows = self._read("SELECT user_id, COUNT(*) FROM entries GROUP BY user_id")
+        out = {u: int(n) for u, n in rows}
+        for (u,) in self._read("SELECT DISTINCT user_id FROM pending_turns"):
+            out.setdefault(u, 0)
+        return dict(sorted(out.items()))
+
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         if user_id is None:
             rows = self._read("SELECT key, SUM(value) FROM stats GROUP BY key")
@@ -746,6 +853,12 @@ class Store:
                 db.execute("DELETE FROM mentions WHERE user_id = ?", (scope.user_id,))
                 db.execute("DELETE FROM attributes WHERE user_id = ?", (scope.user_id,))
         self._drop_vectors(victims)
+        if scope.agent_id is None and scope.session_id is None:
+            # The user is gone: drop the (now empty) collection too, so nothing of theirs,
+            # not even a name, is left on a shared server.
+            with self._lock, suppress(Exception):
+                self._chroma.delete_collection(collection_name(scope.user_id, self._chroma_prefix))
+            self._collections.pop(scope.user_id, None)
         return len(victims)
 
     def clear(self) -> None:
@@ -762,7 +875,7 @@ class Store:
         with self._lock:
             for user_id in users:
                 with suppress(Exception):
-                    self._chroma.delete_collection(collection_name(user_id))
+                    self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
             self._collections.clear()
 
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
@@ -778,7 +891,7 @@ class Store:
         by_user: dict[str, list[str]] = {}
         for e in entries:
             by_user.setdefault(e.user_id, []).append(e.id)
-        with self._lock:
+        with self._lock, self._dense("delete vectors"):
             for user_id, ids in by_user.items():
                 col = self._collection(user_id)
                 for start in range(0, len(ids), 1000):
@@ -869,8 +982,9 @@ class Store:
             self._closed = True
             self._db.close()
             self._collections.clear()
-            with suppress(Exception):
-                self._chroma.close()
+            if self._injected is None:  # an injected client belongs to the caller
+                with suppress(Exception):
+                    self._chroma.close()
             self._chroma = None
             self._lockfile.close()
         if self._temp:
