@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from os import PathLike
+from pathlib import Path
 from typing import Any, Literal
 
 Role = Literal["terminal", "bridge", "update"]
@@ -77,6 +79,31 @@ class EvidenceGraph:
         from .tokens import count_tokens
 
         return count_tokens(self.to_text())
+
+    # Pictures for people (``picture.py``), imported lazily: matplotlib costs ~0.3 s to import.
+    def to_mermaid(self) -> str:
+        """A Mermaid ``flowchart LR`` diagram (fact text escaped with Mermaid entity codes)."""
+        from .picture import to_mermaid
+
+        return to_mermaid(self)
+
+    def to_png(self, path: str | PathLike[str], *, dpi: float = 150) -> Path:
+        """Draw the graph (time left to right, roles, edge kinds, paths) to a PNG; returns the path."""
+        from .picture import to_png
+
+        return to_png(self, path, dpi=dpi)
+
+    def to_svg(self, path: str | PathLike[str]) -> Path:
+        """The same drawing as :meth:`to_png`, as SVG; returns the path."""
+        from .picture import to_svg
+
+        return to_svg(self, path)
+
+    def to_html(self, path: str | PathLike[str]) -> Path:
+        """One self-contained HTML page: drawing, facts, edges and paths; returns the path."""
+        from .picture import to_html
+
+        return to_html(self, path)
 
     def to_dict(self) -> dict[str, Any]:
         return {
