@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from .memory import AriadneMemory
 from .models import Turn
@@ -40,14 +41,21 @@ def demo_turns() -> list[Turn]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m ariadnemem_core.demo [--store DIR]`` (``ariadnemem demo`` calls ``run``)."""
     parser = argparse.ArgumentParser(prog="ariadnemem demo", description=__doc__)
     parser.add_argument("--store", type=Path, default=None,
                         help="persist the memory here (default: a temporary directory)")
     args = parser.parse_args(argv)
+    return run(args.store)
+
+
+def run(store: Path | None = None, picture: Path | None = None) -> int:
+    """Build the demo memory (in ``store``, or a temporary directory) and show it;
+    ``picture``: also draw the evidence graph of the multi-hop question there."""
     console = Console()
     turns = demo_turns()
     with console.status("Loading the embedding model and building the memory..."):
-        mem = AriadneMemory(args.store)
+        mem = AriadneMemory(store)
         mem.add(turns, user_id="demo")
         mem.flush()
     with mem:
@@ -80,9 +88,14 @@ def main(argv: list[str] | None = None) -> int:
             graph = mem.retrieve(q, user_id="demo")
             title = f"{q}  [{graph.token_count()} tokens" + (
                 f", fast path: {graph.fast_path}]" if graph.fast_path else "]")
-            console.print(Panel(graph.to_text(), title=title, title_align="left"))
+            console.print(Panel(Text(graph.to_text()), title=title, title_align="left"))
             answer = mem.answer(q, user_id="demo")
             console.print(f"  answer ({answer.mode}): {answer.text}\n")
+        if picture is not None:
+            from .picture import save_picture
+
+            drawn = save_picture(mem.retrieve(QUESTIONS[-1], user_id="demo"), picture)
+            console.print(f"evidence graph of {QUESTIONS[-1]!r} drawn to {drawn}")
     return 0
 
 

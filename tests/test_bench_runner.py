@@ -174,10 +174,10 @@ def test_cli_locomo_and_usage_errors(tmp_path: Path, minilm: MiniLMEmbedder, cap
 def test_cli_demo_passes_its_arguments_through(monkeypatch: pytest.MonkeyPatch) -> None:
     import ariadnemem_core.demo as demo
 
-    seen: list[list[str]] = []
-    monkeypatch.setattr(demo, "main", lambda argv=None: seen.append(list(argv or [])) or 0)
+    seen: list[tuple] = []
+    monkeypatch.setattr(demo, "run", lambda store=None, picture=None: seen.append((store, picture)) or 0)
     assert main(["demo", "--store", "x"]) == 0
-    assert seen == [["--store", "x"]]
+    assert seen == [(Path("x"), None)]
 
 
 def test_progress_lines_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,112 @@
+"""What every command shares: the store/user/server options, opening the memory, output
+consoles, and turning library errors into messages and exit codes a shell user expects.
+
+Exit codes: 0 success; 1 the command failed (store, LLM, bad data in an input file,
+unknown entry id); 2 usage error (unknown option, missing file, bad value); 130
+interrupted (Ctrl-C). Errors go to stderr as one ``Error: ...`` line, never a traceback;
+results go to stdout (``--json``: one JSON document and nothing else).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from ..memory import AriadneMemory
+
+ENV_STORE = "ARIADNEMEM_STORE"
+ENV_USER = "ARIADNEMEM_USER"
+ENV_CHROMA_HOST = "ARIADNEMEM_CHROMA_HOST"
+ENV_CHROMA_PORT = "ARIADNEMEM_CHROMA_PORT"
+
+
+def default_store() -> Path:
+    """``$XDG_DATA_HOME/ariadnemem`` (``~/.local/share/ariadnemem``): one memory per
+    machine user unless ``--store`` / ``$ARIADNEMEM_STORE`` says otherwise, so ``add``
+    and ``retrieve`` find the same memory from any directory."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ariadnemem"
+
+
+StoreOpt = Annotated[Path | None, typer.Option(
+    "--store", envvar=ENV_STORE, show_default=False, rich_help_panel="Memory",
+    help="Memory directory (env ARIADNEMEM_STORE; default ~/.local/share/ariadnemem).")]
+UserOpt = Annotated[str, typer.Option(
+    "--user", "-u", envvar=ENV_USER, rich_help_panel="Memory", help="User id: whose memories.")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", rich_help_panel="Memory", help="Agent id (scope).")]
+SessionOpt = Annotated[str | None, typer.Option("--session", rich_help_panel="Memory", help="Session id (scope).")]
+HostOpt = Annotated[str | None, typer.Option(
+    "--chroma-host", envvar=ENV_CHROMA_HOST, rich_help_panel="Memory",
+    help="Keep the dense index on this Chroma server.")]
+PortOpt = Annotated[int, typer.Option(
+    "--chroma-port", envvar=ENV_CHROMA_PORT, min=1, max=65535, rich_help_panel="Memory",
+    help="Port of the Chroma server.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts) instead of tables.")]
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(value: Any) -> None:
+    """Plain JSON on stdout (no rich markup or wrapping: it must parse)."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``Error: message`` on stderr and return the Exit to raise."""
+    err.print(f"[bold red]Error:[/bold red] {message}", markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+@contextmanager
+def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *,
+                must_exist: bool = False, **kwargs: Any) -> Iterator[AriadneMemory]:
+    """Open the memory the options name (closing it flushes partial windows).
+
+    ``must_exist``: read commands refuse a directory that holds no memory instead of
+    silently creating an empty one there (a typo in ``--store`` would otherwise look like
+    "no memories").
+    """
+    from ..memory import AriadneMemory
+
+    path = (store or default_store()).expanduser()
+    if must_exist and not (path / "memory.sqlite3").is_file():
+        raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
+    with AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None,
+                       **kwargs) as mem:
+        yield mem
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Library errors become ``Error: ...`` + exit 1; Ctrl-C exits 130 quietly."""
+    from ..errors import AriadneMemError
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except AriadneMemError as exc:
+            raise fail(str(exc)) from None
+        except OSError as exc:
+            raise fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}") from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]

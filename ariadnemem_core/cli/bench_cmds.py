@@ -1,0 +1,172 @@
+"""``ariadnemem bench ...``: LoCoMo recall (and QA), ingest, latency, scale.
+
+Each bench writes JSON + a markdown table to ``--out``; progress goes to stderr and
+stdout gets only the headline numbers, so the output can be piped. Usage errors (unknown
+conversation ids or ablation names, a missing LLM for ``--qa``) are reported before any
+work starts: not an hour into a run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._common import handle_errors
+
+bench_app = typer.Typer(help="Benchmarks: write JSON + a markdown table to --out.", no_args_is_help=True)
+
+DataArg = Annotated[Path, typer.Argument(help="LoCoMo JSON file (a list of samples).", exists=True, dir_okay=False)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads (default: torch's).")]
+
+
+def _csv(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _check_ids(path: Path, wanted: list[str]) -> None:
+    from ..bench.locomo import sample_ids
+
+    known = sample_ids(path)
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise typer.BadParameter(f"unknown conversation ids {unknown}; the file has {', '.join(known)}")
+
+
+@bench_app.command("locomo")
+@handle_errors
+def locomo(
+    path: DataArg,
+    conversations: Annotated[list[str] | None, typer.Option(
+        "--conversations", help="Sample ids, comma-separated (default: all).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/locomo"),
+    ablate: Annotated[list[str] | None, typer.Option(
+        "--ablate", help="Extra systems with a component off: gating,coarsening,bridges,paths,fastpaths.")] = None,
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="Keep each system's memory under DIR/<system> (reused by later runs).")] = None,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+    qa: Annotated[bool, typer.Option(
+        "--qa", help="Also answer questions end to end with the configured LLM (vs flat hybrid@30).")] = False,
+    qa_per_category: Annotated[int | None, typer.Option(
+        "--qa-per-category", min=1, metavar="N", help="Stratified sample: N questions per category.")] = None,
+    qa_seed: Annotated[int, typer.Option("--qa-seed", help="Seed of the stratified sample.")] = 0,
+    qa_concurrency: Annotated[int, typer.Option("--qa-concurrency", min=1, help="Answer calls in flight.")] = 2,
+    qa_include_adversarial: Annotated[bool, typer.Option(
+        "--qa-include-adversarial", help="Also answer category 5.")] = False,
+    llm_extract: Annotated[bool, typer.Option(
+        "--llm-extract", help="Build AriadneMem's memory with the LLM extractor.")] = False,
+    llm_turns_per_call: Annotated[int | None, typer.Option(
+        "--llm-turns-per-call", min=0, metavar="N",
+        help="LLM extractor: turns per extraction call, 0 = whole window.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="LLM model name.")] = None,
+) -> None:
+    """LoCoMo evidence recall of AriadneMem vs flat baselines (--qa: end-to-end QA)."""
+    from ..bench.qa_run import LLM_TURNS_PER_CALL, QASettings, qa_table
+    from ..bench.report import LOCOMO_HEADERS, locomo_rows, markdown_table
+    from ..bench.runner import parse_ablations, run_locomo
+
+    ids = _csv(conversations) or None
+    _check_ids(path, ids or [])
+    try:
+        ablations = parse_ablations(_csv(ablate))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--ablate") from None
+    llm = _llm(qa or llm_extract, base_url, model)
+    turns_per_call = LLM_TURNS_PER_CALL if llm_turns_per_call is None else llm_turns_per_call
+    settings = (QASettings(per_category=qa_per_category, seed=qa_seed, concurrency=qa_concurrency,
+                           include_adversarial=qa_include_adversarial) if qa else None)
+    res = run_locomo(path, ids, out_dir, ablations, store=store, progress=not quiet, threads=threads, llm=llm,
+                     qa=settings, llm_extract=llm_extract, llm_turns_per_call=turns_per_call or None)
+    print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
+    qa_files = ""
+    if res.get("qa"):
+        q = res["qa"]
+        print(f"\nQA ({q['model']} at {q['base_url_host']}, {q['sample']['n']} questions, F1 in %):")
+        print(qa_table(q))
+        qa_files = ", qa.md, qa.json"
+    print(f"\nwrote {Path(res['out']) / 'results.md'}, results.json, diagnostics.jsonl{qa_files} "
+          f"({res['elapsed_s']:.0f} s)")
+
+
+def _llm(needed: bool, base_url: str | None, model: str | None) -> object | None:
+    """The LLM client for --qa / --llm-extract, checked before any work."""
+    if not needed:
+        return None
+    from ..llm import ENV_API_KEY, ENV_BASE_URL, LLMClient
+
+    if not (base_url or os.environ.get(ENV_BASE_URL) or os.environ.get(ENV_API_KEY)):
+        raise typer.BadParameter(f"--qa/--llm-extract needs an LLM: set {ENV_BASE_URL} (local server) or "
+                                 f"{ENV_API_KEY}, or pass --base-url")
+    return LLMClient(base_url=base_url, model=model)
+
+
+@bench_app.command("ingest")
+@handle_errors
+def ingest(
+    path: DataArg,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/ingest"),
+    store: Annotated[Path | None, typer.Option("--store", help="Persist the memory in DIR (default: temporary).")]
+    = None,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Ingest throughput over a whole LoCoMo file."""
+    from ..bench.ingest import run_ingest
+
+    res = run_ingest(path, out_dir, store=store, progress=not quiet, threads=threads)
+    f = res["ingest"]
+    print(f"{f['turns']} turns in {f['seconds']:.1f} s = {f['turns_per_s'] or 0:.0f} turns/s; "
+          f"{f['entries']} entries; gate drop {100 * (f['gate_drop_rate'] or 0):.1f} %; "
+          f"MERGE {f['merge']} LINK {f['link']} ADD {f['add']}; "
+          f"peak RSS {res['peak_rss']['ru_maxrss_mb']} MB")
+    print(f"wrote {Path(res['out']) / 'ingest.md'} and ingest.json")
+
+
+@bench_app.command("latency")
+@handle_errors
+def latency(
+    path: DataArg,
+    conversation: Annotated[str | None, typer.Option("--conversation", help="Sample id (default: the first).")]
+    = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/latency"),
+    k: Annotated[int, typer.Option("-k", min=1, help="Flat hybrid top-k.")] = 10,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Retrieval latency vs flat hybrid over the same entries."""
+    from ..bench.latency import run_latency
+
+    _check_ids(path, [conversation] if conversation else [])
+    res = run_latency(path, conversation, out_dir, k=k, progress=not quiet, threads=threads)
+    a, f = res["ariadnemem"], res["flat_hybrid"]
+    print(f"AriadneMem p50 {a['without_embedding']['p50_ms']:.1f} ms / p95 "
+          f"{a['without_embedding']['p95_ms']:.1f} ms (with query embedding: p50 "
+          f"{a['with_embedding']['p50_ms']:.1f} ms); flat hybrid p50 "
+          f"{f['without_embedding']['p50_ms']:.2f} ms; ratio {res['ratio_p50'] or 0:.1f}x")
+    print(f"wrote {Path(res['out']) / 'latency.md'} and latency.json")
+
+
+@bench_app.command("scale")
+@handle_errors
+def scale(
+    entries: Annotated[int, typer.Option("--entries", min=1, help="Grow one memory to N entries.")] = 100_000,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/scale"),
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic dialogue.")] = 0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Store and retrieval at 100k entries (synthetic dialogue, hashing embedder; no dataset)."""
+    from ..bench.scale import run_scale
+
+    res = run_scale(out_dir, entries=entries, seed=seed, progress=not quiet)
+    f, r, met = res["ingest"], res["retrieve"], res["meets_targets"]
+    print(f"{res['entries']} entries from {f['turns']} turns in {f['seconds']:.0f} s = "
+          f"{f['turns_per_s'] or 0:.0f} turns/s; retrieve p50 {r['p50_ms'] or 0:.1f} ms / p95 "
+          f"{r['p95_ms'] or 0:.1f} ms over {r['n']} questions; peak RSS {res['peak_rss']['ru_maxrss_mb']} MB; "
+          f"targets met: p50 {met['p50']}, RSS {met['rss']}")
+    print(f"wrote {Path(res['out']) / 'scale.md'} and scale.json")
+

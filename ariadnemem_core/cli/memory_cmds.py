@@ -1,0 +1,354 @@
+"""The memory commands: add, retrieve, ask, entries, history, stats, export, import,
+forget, delete. Each opens the memory named by ``--store`` (or a Chroma server with
+``--chroma-host``), does one thing, and prints a table or, with ``--json``, one JSON
+document."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from ._common import (
+    AgentOpt,
+    HostOpt,
+    JsonOpt,
+    PortOpt,
+    SessionOpt,
+    StoreOpt,
+    UserOpt,
+    emit_json,
+    err,
+    fail,
+    handle_errors,
+    open_memory,
+    out,
+)
+from .inputs import InputFileError, read_batches
+from .render import counters_table, entries_table, evidence_footer, evidence_table
+
+PICTURE_HELP = "Also draw the evidence graph to this file: .png, .svg, .html (self-contained) or .mmd (Mermaid)."
+
+
+def register(app: typer.Typer) -> None:
+    for func in (add, retrieve, ask, entries, history, stats, export, import_, forget, delete):
+        name = func.__name__.rstrip("_")
+        app.command(name)(handle_errors(func))
+
+
+def add(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Turns: JSONL, JSON (a list or {\"turns\": [...]}) or a LoCoMo "
+                                             "file; - reads stdin.", allow_dash=True)],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="auto, jsonl, json or locomo.")] = "auto",
+    conversation: Annotated[list[str] | None, typer.Option(
+        "--conversation", "-c", help="LoCoMo: only this sample id (repeatable).")] = None,
+    no_flush: Annotated[bool, typer.Option(
+        "--no-flush", help="Leave a last partial window pending (extracted by a later add or on close).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add dialogue turns to the memory (gate, extract, coarsen) and summarize.
+
+    A turn is an object with "speaker", "text", and optionally "timestamp" (ISO 8601),
+    "turn_id" and "metadata". LoCoMo conversations are stored for the user named after
+    their sample id unless --user is given. The whole file is validated first: one bad
+    turn rejects the file, naming its line, and nothing is stored.
+    """
+    from ..bench.progress import progress_bar
+
+    if fmt not in ("auto", "jsonl", "json", "locomo"):
+        raise typer.BadParameter("must be auto, jsonl, json or locomo", param_hint="--format")
+    if str(file) != "-" and not file.is_file():
+        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    source = ctx.get_parameter_source("user")  # LoCoMo files default to their sample ids
+    user_given = source is not None and source.name != "DEFAULT"
+    try:
+        batches = read_batches(file, fmt, user, conversation, user_given=user_given)  # type: ignore[arg-type]
+    except InputFileError as exc:
+        raise fail(str(exc)) from None
+    total = sum(len(b.turns) for b in batches)
+    t0 = time.perf_counter()
+    with open_memory(store, chroma_host, chroma_port) as mem:
+        before = {b.user_id: mem.stats(b.user_id) for b in batches}
+        step = mem.config.window_size
+        with progress_bar(not quiet and not as_json) as prog:
+            task = prog.add_task("adding turns", total=total)
+            for batch in batches:
+                prog.update(task, description=f"adding {batch.label}")
+                for start in range(0, len(batch.turns), step):
+                    chunk = batch.turns[start : start + step]
+                    mem.add(chunk, user_id=batch.user_id, agent_id=agent, session_id=session)
+                    prog.advance(task, len(chunk))
+            if not no_flush:
+                prog.update(task, description="extracting the last partial windows")
+                mem.flush()
+            prog.remove_task(task)
+        seconds = time.perf_counter() - t0
+        users = {}
+        for uid in dict.fromkeys(b.user_id for b in batches):
+            after = mem.stats(uid)
+            users[uid] = {k: after.get(k, 0) - before[uid].get(k, 0) for k in
+                          ("turns_seen", "gate_kept", "gate_dropped", "merge", "link", "add")}
+            users[uid].update(entries=after["entries"], pending_turns=after.get("pending_turns", 0))
+        summary = {"file": str(file), "turns": total, "seconds": round(seconds, 3),
+                   "turns_per_s": round(total / seconds, 1) if seconds > 0 else None,
+                   "store": str(mem.path), "dense_index": mem.store.dense_location, "users": users}
+    if as_json:
+        emit_json(summary)
+        return
+    for uid, row in users.items():
+        out.print(counters_table(f"user {uid}", {
+            "turns added": row["turns_seen"], "gate kept / dropped": f"{row['gate_kept']} / {row['gate_dropped']}",
+            "MERGE / LINK / ADD": f"{row['merge']} / {row['link']} / {row['add']}",
+            "entries now": row["entries"], "pending turns": row["pending_turns"]}))
+    out.print(Text(f"{total} turns in {seconds:.1f} s ({summary['turns_per_s'] or 0:.0f} turns/s) -> {mem.path}",
+                   style="dim"))
+
+
+def retrieve(
+    query: Annotated[str, typer.Argument(help="The question.")],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    picture: Annotated[Path | None, typer.Option("--picture", "-p", help=PICTURE_HELP)] = None,
+    text: Annotated[bool, typer.Option("--text", help="Print only the serialized context an LLM would get.")] = False,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the question's evidence graph (no LLM call) and print it."""
+    _check_picture(picture)
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        graph = mem.retrieve(query, user_id=user, agent_id=agent, session_id=session)
+    drawn = _draw(graph, picture)
+    if as_json:
+        emit_json(graph.to_dict() | {"tokens": graph.token_count(), "picture": drawn})
+    elif text:
+        out.print(Text(graph.to_text()))
+    else:
+        _print_graph(graph, user)
+    if drawn and not as_json:
+        err.print(f"picture: {drawn}")
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (default: $ARIADNEMEM_LLM_MODEL).")] = None,
+    evidence: Annotated[bool, typer.Option("--evidence/--no-evidence", help="Print the evidence graph too.")] = True,
+    picture: Annotated[Path | None, typer.Option("--picture", "-p", help=PICTURE_HELP)] = None,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from the evidence graph with one LLM call.
+
+    Uses the LLM configured by OPENAI_API_KEY and/or OPENAI_BASE_URL (OpenAI, vLLM,
+    Ollama, llama.cpp). Without one, prints a clearly labelled extractive answer (the
+    best fact) and says so on stderr.
+    """
+    _check_picture(picture)
+    llm = None
+    if base_url or model:
+        from ..llm import LLMClient
+
+        llm = LLMClient(base_url=base_url, model=model)
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, llm=llm) as mem:
+        if mem.llm is None:
+            err.print("no LLM configured (set OPENAI_API_KEY or OPENAI_BASE_URL, or pass --base-url): "
+                      "extractive answer")
+        answer = mem.answer(question, user_id=user, agent_id=agent, session_id=session)
+    drawn = _draw(answer.graph, picture)
+    if as_json:
+        emit_json({"question": question, "answer": answer.text, "mode": answer.mode, "fact_ids": answer.fact_ids,
+                   "usage": answer.usage, "latency_s": round(answer.latency_s, 3),
+                   "evidence": answer.graph.to_dict(), "picture": drawn})
+        return
+    if evidence:
+        _print_graph(answer.graph, user)
+    label = "answer" if answer.mode == "llm" else "answer (extractive, no LLM)"
+    out.print(Text(f"{label}: ", style="bold green").append(Text(answer.text, style="")))
+    if answer.fact_ids:
+        out.print(Text(f"cites: {', '.join(answer.fact_ids)}", style="dim"))
+    if drawn:
+        err.print(f"picture: {drawn}")
+
+
+def _print_graph(graph, user: str) -> None:
+    if not graph.facts:
+        out.print(Text(f"no memories of user {user!r} match (is --user right?)", style="yellow"))
+        return
+    out.print(evidence_table(graph))
+    out.print(evidence_footer(graph))
+
+
+def _check_picture(picture: Path | None) -> None:
+    """Reject a bad --picture before any work (suffix, missing directory)."""
+    if picture is None:
+        return
+    if picture.suffix.lower() not in {".png", ".svg", ".html", ".htm", ".mmd", ".mermaid"}:
+        raise typer.BadParameter("the file must end in .png, .svg, .html or .mmd", param_hint="--picture")
+    if not picture.parent.expanduser().is_dir():
+        raise typer.BadParameter(f"no such directory: {picture.parent}", param_hint="--picture")
+
+
+def _draw(graph, picture: Path | None) -> str | None:
+    if picture is None:
+        return None
+    from ..picture import save_picture
+
+    return str(save_picture(graph, picture.expanduser()))
+
+
+def entries(
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Only the newest N.")] = None,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """List a user's memory entries in time order, with provenance (source turn ids)."""
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        rows = mem.entries(user, agent_id=agent, session_id=session)
+    shown = rows[-limit:] if limit else rows
+    if as_json:
+        emit_json([e.to_dict(with_embedding=False) for e in shown])
+        return
+    if not rows:
+        out.print(Text(f"user {user!r} has no entries", style="yellow"))
+        return
+    title = f"{len(rows)} entries of user {user}" + (f" (newest {len(shown)})" if len(shown) < len(rows) else "")
+    out.print(entries_table(shown, title))
+
+
+def history(
+    entry_id: Annotated[str, typer.Argument(help="An entry id (see `ariadnemem entries`).")],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the update chain through an entry (LINK edges), oldest state first."""
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        mem.get(entry_id, user_id=user)  # NotFoundError (exit 1) for another user's entry
+        chain = mem.history(entry_id)
+    if as_json:
+        emit_json([e.to_dict(with_embedding=False) for e in chain])
+        return
+    note = "no updates" if len(chain) == 1 else f"{len(chain)} states, oldest first"
+    out.print(entries_table(chain, f"history of {entry_id} ({note})"))
+
+
+def stats(
+    store: StoreOpt = None,
+    user: Annotated[str | None, typer.Option(
+        "--user", "-u", envvar="ARIADNEMEM_USER", help="One user's counters (default: the whole store).")] = None,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, users."""
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        counters = mem.stats(user)
+        users = mem.users()
+        info = {"store": str(mem.path), "dense_index": mem.store.dense_location}
+    if as_json:
+        emit_json(info | {"user": user, "counters": counters, "users": users if user is None else None})
+        return
+    out.print(counters_table(f"{'user ' + user if user else 'whole store'} ({info['store']})", counters))
+    if user is None:
+        out.print(counters_table(f"{len(users)} users (entries)", users))
+
+
+def export(
+    file: Annotated[Path, typer.Argument(help="JSONL file to write (entries with embeddings, edges, counters).")],
+    store: StoreOpt = None,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the whole memory (every user) to a JSONL file."""
+    if not file.parent.expanduser().is_dir():
+        raise typer.BadParameter(f"no such directory: {file.parent}", param_hint="FILE")
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        n = mem.export(file.expanduser())
+    emit_json({"file": str(file), "lines": n}) if as_json else out.print(f"wrote {n} lines to {file}")
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="A JSONL file written by `ariadnemem export`.")],
+    store: StoreOpt = None,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load an export into the memory (entries keep their ids, provenance and edges)."""
+    import json
+
+    if not file.is_file():
+        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    with open_memory(store, chroma_host, chroma_port) as mem:
+        try:
+            n = mem.import_(file)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise fail(f"{file}: not an ariadnemem export ({type(exc).__name__}: {exc})") from None
+    emit_json({"file": str(file), "entries": n}) if as_json else out.print(f"imported {n} entries from {file}")
+
+
+def forget(
+    user: Annotated[str, typer.Option("--user", "-u", envvar="ARIADNEMEM_USER", help="Whose memories (required).")],
+    store: StoreOpt = None,
+    agent: AgentOpt = None,
+    session: SessionOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete every memory (and pending turn) of a user, or of one agent/session of it."""
+    scope = f"user {user!r}" + (f" agent {agent!r}" if agent else "") + (f" session {session!r}" if session else "")
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        n_entries = len(mem.entries(user, agent_id=agent, session_id=session))
+        if not yes:
+            import sys
+
+            if not sys.stdin.isatty():
+                raise fail(f"refusing to forget {scope} ({n_entries} entries) without --yes "
+                           "(stdin is not a terminal)", code=2)
+            typer.confirm(f"Forget {scope}: {n_entries} entries?", abort=True)
+        removed = mem.forget(user, agent_id=agent, session_id=session)
+    emit_json({"user": user, "removed": removed}) if as_json else out.print(f"forgot {removed} entries of {scope}")
+
+
+def delete(
+    entry_id: Annotated[str, typer.Argument(help="The entry id to delete.")],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete one entry (update chains through it are repaired)."""
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        mem.delete(entry_id, user_id=user)
+    emit_json({"deleted": entry_id}) if as_json else out.print(f"deleted {entry_id}")
