@@ -102,7 +102,8 @@ def handle_errors(func: F) -> F:
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except AriadneMemError as exc:
-            raise fail(str(exc)) from None
+            # args[0], not str(): NotFoundError is a KeyError, whose str() adds quotes.
+            raise fail(str(exc.args[0]) if exc.args else type(exc).__name__) from None
         except OSError as exc:
             raise fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}") from None
         except KeyboardInterrupt:

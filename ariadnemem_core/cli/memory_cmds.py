@@ -6,6 +6,7 @@ document."""
 from __future__ import annotations
 
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,14 @@ from ._common import (
 from .inputs import InputFileError, read_batches
 from .render import counters_table, entries_table, evidence_footer, evidence_table
 
+
+class FileFormat(StrEnum):
+    auto = "auto"
+    jsonl = "jsonl"
+    json = "json"
+    locomo = "locomo"
+
+
 PICTURE_HELP = "Also draw the evidence graph to this file: .png, .svg, .html (self-contained) or .mmd (Mermaid)."
 
 
@@ -47,7 +56,8 @@ def add(
     user: UserOpt = "default",
     agent: AgentOpt = None,
     session: SessionOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto, jsonl, json or locomo.")] = "auto",
+    fmt: Annotated[FileFormat, typer.Option("--format", help="How to read FILE (auto: by suffix and content).")]
+    = FileFormat.auto,
     conversation: Annotated[list[str] | None, typer.Option(
         "--conversation", "-c", help="LoCoMo: only this sample id (repeatable).")] = None,
     no_flush: Annotated[bool, typer.Option(
@@ -66,14 +76,12 @@ def add(
     """
     from ..bench.progress import progress_bar
 
-    if fmt not in ("auto", "jsonl", "json", "locomo"):
-        raise typer.BadParameter("must be auto, jsonl, json or locomo", param_hint="--format")
     if str(file) != "-" and not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
     source = ctx.get_parameter_source("user")  # LoCoMo files default to their sample ids
     user_given = source is not None and source.name != "DEFAULT"
     try:
-        batches = read_batches(file, fmt, user, conversation, user_given=user_given)  # type: ignore[arg-type]
+        batches = read_batches(file, fmt.value, user, conversation, user_given=user_given)
     except InputFileError as exc:
         raise fail(str(exc)) from None
     total = sum(len(b.turns) for b in batches)
