@@ -937,6 +937,11 @@ class Store:
                 if kind == "meta":
                     if int(row.get("dim", self.dim)) != self.dim:
                         raise StoreError(f"export has dimension {row.get('dim')}, this store {self.dim}")
+                    mine = self._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]
+                    if row.get("embedder", mine) != mine:
+                        # Same dimension is not enough: two models' vectors share no space.
+                        raise StoreError(f"export was embedded with {row.get('embedder')!r}, this store uses "
+                                         f"{mine!r}; open the store with the same embedder")
                 elif kind == "entry":
                     data = {k: v for k, v in row.items() if k != "type"}
                     entry = Entry.from_dict(data)

@@ -132,6 +132,23 @@ def test_export_import_round_trip(make_memory, tmp_path):
     assert copy.store.mentions("alice", "maya", ["climb"]) == mem.store.mentions("alice", "maya", ["climb"])
 
 
+def test_import_refuses_another_embedders_vectors(make_memory, tmp_path):
+    """Same dimension is not enough: MiniLM vectors must not land in a store whose
+    queries are embedded by another model (they would match nonsense silently)."""
+    from ariadnemem_core import HashEmbedder
+    from ariadnemem_core.errors import StoreError
+
+    mem = make_memory("src")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.flush()
+    path = tmp_path / "export.jsonl"
+    mem.export(path)
+    other = make_memory("dst", embedder=HashEmbedder(dim=mem.embedder.dim))
+    with pytest.raises(StoreError, match="embedded with 'sentence-transformers/all-MiniLM-L6-v2'"):
+        other.import_(path)
+    assert other.entries("alice") == []  # the transaction rolled back
+
+
 def test_retrieval_cache_sees_writes_from_another_handle(make_memory, tmp_path):
     """The retrieval path caches decoded entries per store generation; a write through
     another handle on the same path (as another process would) must invalidate it."""
