@@ -280,6 +280,14 @@ _PAST_RE = re.compile(
     r"|bought|found|left|began|brought|caught|drove|ate|wrote|read\s+it|\w{3,}ed)\b",
     re.IGNORECASE,
 )
+#: "moved to 3 pm on Friday", "rescheduled to Monday": the verb is past, the time it
+#: names is the new (coming) one. Needs a clock time, weekday or "next" right after
+#: "to", so "I moved to Boston on Friday" (a place) stays past.
+_RESCHEDULE_RE = re.compile(
+    r"\b(?:moved|rescheduled|postponed|pushed(?:\s+back)?|shifted|delayed|bumped|changed)\s+(?:it\s+)?to\s+"
+    r"(?:\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)\b|next\b|" + "|".join(WEEKDAYS) + r")",
+    re.IGNORECASE,
+)
 _NOT_PAST = frozenset({"need", "needed", "excited", "interested", "tired", "scared", "worried", "bored",
                        "speed", "indeed", "seed", "embed", "proceed", "succeed", "exceed", "feed",
                        "breed", "bleed", "weed", "greed", "shed", "bed"})
@@ -341,7 +349,7 @@ def _tense(text: str, start: int, end: int) -> str:
     left = max(text.rfind(".", 0, start), text.rfind("!", 0, start), text.rfind("?", 0, start)) + 1
     ends = [i for i in (text.find(".", end), text.find("!", end), text.find("?", end)) if i >= 0]
     sentence = text[left:min(ends) + 1 if ends else len(text)]
-    if _FUTURE_RE.search(sentence):
+    if _FUTURE_RE.search(sentence) or _RESCHEDULE_RE.search(sentence):
         return "future"
     if any(w.group(0).lower() not in _NOT_PAST for w in _PAST_RE.finditer(sentence)):
         return "past"

@@ -161,6 +161,14 @@ def test_weekday_direction_follows_the_sentence_tense() -> None:
     assert grounded("I'm going hiking this weekend.") == "I'm going hiking this weekend (weekend of 2023-05-13)."
 
 
+def test_a_rescheduled_time_points_forward() -> None:
+    # "moved" is past tense, but the time it moves to is the coming one ...
+    assert grounded("The kickoff moved to 3 pm on Friday.") == "The kickoff moved to 3 pm on Friday (2023-05-12)."
+    assert grounded("We rescheduled it to Monday.") == "We rescheduled it to Monday (2023-05-15)."
+    # ... while moving to a place on a weekday is a past event.
+    assert grounded("I moved to Boston on Friday.") == "I moved to Boston on Friday (2023-05-05)."
+
+
 def test_time_edges_month_end_year_start_and_same_weekday() -> None:
     mar31 = datetime(2023, 3, 31, 12, tzinfo=UTC)
     assert grounded("next month", mar31) == "next month (April 2023)"
