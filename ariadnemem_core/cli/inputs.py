@@ -46,9 +46,7 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if fmt == "auto":
-        fmt = "jsonl" if path.suffix.lower() in {".jsonl", ".ndjson"} else "json"
-        if fmt == "json" and not raw.lstrip().startswith(("[", "{")):
-            fmt = "jsonl"
+        fmt = _sniff(path, raw)
     if fmt == "jsonl":
         if conversations:
             raise InputFileError("--conversation applies to LoCoMo files only")
@@ -66,6 +64,25 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
         raise InputFileError(f"{name}: expected a JSON list of turns, an object with \"turns\", "
                              "or a LoCoMo file")
     return [Batch(user_id, [_turn(item, f"{name} item {i}") for i, item in enumerate(items)], name)]
+
+
+def _sniff(path: Path, raw: str) -> Format:
+    """``auto``: JSONL by suffix, else by content. Text starting with ``{`` that is one
+    object per line (``cat turns.jsonl | ariadnemem add -``, a single turn, a ``.txt``) is
+    JSONL, not a broken JSON document."""
+    if path.suffix.lower() in {".jsonl", ".ndjson"}:
+        return "jsonl"
+    text = raw.lstrip()
+    if not text.startswith(("[", "{")):
+        return "jsonl"
+    if text.startswith("{"):
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return "jsonl" if exc.msg == "Extra data" else "json"
+        if isinstance(data, Mapping) and "turns" not in data and "conversation" not in data:
+            return "jsonl"  # one turn object
+    return "json"
 
 
 def _jsonl_turns(raw: str, name: str) -> list[Turn]:
