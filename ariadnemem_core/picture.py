@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import io
 import itertools
+import math
 import os
 import re
 import textwrap
@@ -28,8 +29,6 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import networkx as nx
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -56,9 +55,6 @@ PATH_COLOURS = ["#ffd400", "#5ad1ff", "#9be22d", "#ff8ad8", "#b39ddb"]
 MERMAID_FILL = {"terminal": "#dbe6f5", "bridge": "#fbe3d2", "update": "#f4d6d7"}
 
 SUFFIXES = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html", ".mmd": "mermaid", ".mermaid": "mermaid"}
-
-# Inches per time column / per stacked fact: room for a ~26-character, four-line label.
-COL_W, ROW_H = 1.9, 1.15
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -170,62 +166,157 @@ def to_mermaid(graph: EvidenceGraph) -> str:
 
 
 # ---------------------------------------------------------------- matplotlib drawing
-def _layout(graph: EvidenceGraph) -> tuple[dict[str, tuple[float, float]], list[str]]:
-    """Node positions in data units (x = time column, y = slot) and the x tick labels.
+# The picture is a board: one column per stretch of time (a day, part of a busy day, or a
+# few quiet days), facts stacked as cards in time order, columns left to right. Geometry is
+# in inches and the axes are sized so that one data unit is one inch on both axes: cards
+# (inches), text (points) and arcs line up with no rescaling.
+MAX_COLUMNS = 6  # 6 columns of CARD_W + GAP ≈ 18 in: at most ~2700 px wide at the default 150 dpi
+CARD_W, GAP, ROW_GAP = 2.45, 0.5, 0.24  # card width; gap between columns (edges run there) / cards
+BADGE_W, BADGE_X = 0.46, 0.23  # left strip of a card: role marker with the label, the time under it
+FONT = 9.0  # node text (pt): 8-10 px when a 15-18 in picture is scaled to 1200 px wide
+LINE_H = FONT * 1.22 / 72  # inches per line of node text
+TEXT_W = (CARD_W - BADGE_W - 0.16) * 72  # points of text per card line; the rest: hinting makes PNG text ~3% wider
+MARGIN_L, MARGIN_R, PAD = 0.55, 0.3, 0.16  # room left of the first column for its arcs; axes padding
+MIN_WIDTH, TARGET_ASPECT = 7.0, 2.4
+CARD_FILL = {"terminal": "#eef3fa", "bridge": "#fdf0e6", "update": "#fbeaea"}
 
-    Columns are the distinct timestamps in time order, undated facts last. Within a column
-    facts are ordered by the mean height of their already placed neighbours (one
-    barycentre sweep, left to right), which removes most edge crossings for the price of
-    a sort; ``nx.multipartite_layout`` would place the same grid but rescale it to a unit
-    box, while here one unit is one column / one row so the figure size follows the data.
-    """
-    g = nx.Graph()
-    g.add_nodes_from(f.id for f in graph.facts)
-    g.add_edges_from((s, d) for s, d, _ in graph.edges if s in g and d in g and s != d)
-    columns: dict[datetime | None, list[Fact]] = defaultdict(list)
-    for f in graph.facts:
-        columns[_utc(f.timestamp) if f.timestamp else None].append(f)
-    keys = sorted(k for k in columns if k is not None) + ([None] if None in columns else [])
-    days = defaultdict(int)
-    for k in keys:
-        if k is not None:
-            days[columns[k][0].timestamp.strftime("%Y-%m-%d")] += 1
-    pos: dict[str, tuple[float, float]] = {}
-
-    def height(f: Fact) -> float:
-        placed = [pos[n][1] for n in g.neighbors(f.id) if n in pos]
-        return sum(placed) / len(placed) if placed else 0.0
-
-    ticks = []
-    for x, key in enumerate(keys):
-        facts = columns[key]
-        order = sorted(facts, key=lambda f: -height(f))  # stable: time order breaks ties
-        for i, f in enumerate(order):
-            pos[f.id] = (float(x), (len(order) - 1) / 2 - i)
-        if key is None:
-            ticks.append("undated")
-        else:
-            ts = facts[0].timestamp
-            day = ts.strftime("%Y-%m-%d")
-            ticks.append(day + ts.strftime("\n%H:%M") if days[day] > 1 else day)
-    return pos, ticks
+_CHAR_W: dict[str, float] = {}
 
 
-def _node_text(fact: Fact, labels: dict[str, str]) -> str:
+def _text_width(text: str) -> float:
+    """Width in points of ``text`` at ``FONT`` pt: the sum of per-character advances (cached).
+
+    Glyph advances add up exactly for the default DejaVu Sans (matplotlib does not kern
+    it), and measuring character by character keeps wrapping 25 labels well under 10 ms."""
+    missing = set(text) - _CHAR_W.keys()
+    if missing:
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.textpath import TextToPath
+
+        measure, prop = TextToPath(), FontProperties(size=FONT)
+        for ch in missing:
+            _CHAR_W[ch] = measure.get_text_width_height_descent(ch, prop, ismath=False)[0]
+    return sum(_CHAR_W[ch] for ch in text)
+
+
+def _wrap(text: str, max_lines: int) -> list[str]:
+    """Greedy word wrap to ``TEXT_W`` points; at most ``max_lines``, the last ending in " …" when cut."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        joined = f"{line} {word}" if line else word
+        if _text_width(joined) <= TEXT_W:
+            line = joined
+            continue
+        if _text_width(word) <= TEXT_W:
+            lines.append(line)
+            line = word
+            continue
+        line = joined  # a word wider than a card (a URL, an id): fill the line, then break the word
+        while _text_width(line) > TEXT_W:
+            cut = max((n for n in range(2, len(line) + 1) if _text_width(line[:n]) <= TEXT_W), default=1)
+            lines.append(line[:cut])
+            line = line[cut:]
+    if line:
+        lines.append(line)
+    if len(lines) > max_lines:
+        last = lines[max_lines - 1]
+        while last and _text_width(last + " …") > TEXT_W:
+            last = last.rsplit(" ", 1)[0] if " " in last else last[:-1]
+        lines = [*lines[: max_lines - 1], last.rstrip() + " …"]
+    return lines or [""]
+
+
+def _node_lines(fact: Fact, labels: dict[str, str]) -> list[str]:
     # Stored texts usually name their speaker already ("Caroline: ...", "Melanie's dog ..."): say it once.
     named = not fact.speaker or fact.speaker.casefold() in fact.text.casefold()
-    text = fact.text if named else f"{fact.speaker}: {fact.text}"
-    lines = textwrap.wrap(one_line(text, 90), 26, max_lines=3, placeholder=" …") or [""]
-    if fact.superseded_by:
-        lines.append(f"(superseded by {labels.get(fact.superseded_by, 'a newer fact')})")
-    return "\n".join(lines)
+    text = one_line(fact.text if named else f"{fact.speaker}: {fact.text}", 200)
+    if not fact.superseded_by:
+        return _wrap(text, 3)
+    return [*_wrap(text, 2), f"(superseded by {labels.get(fact.superseded_by, 'a newer fact')})"]
+
+
+def _time_order(graph: EvidenceGraph) -> list[Fact]:
+    """Dated facts in time order (equal times keep graph order), then the undated ones."""
+    dated = sorted((f for f in graph.facts if f.timestamp), key=lambda f: _utc(f.timestamp))  # type: ignore[arg-type]
+    return dated + [f for f in graph.facts if not f.timestamp]
+
+
+def _even(items: list[Fact], k: int) -> list[list[Fact]]:
+    """``items`` cut into ``k`` consecutive runs whose lengths differ by at most one."""
+    q, r = divmod(len(items), k)
+    bounds = list(itertools.accumulate([0] + [q + (i < r) for i in range(k)]))
+    return [items[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _size(columns: int, rows: int, card_h: float, head: float = 1.3, foot: float = 0.6) -> tuple[float, float]:
+    """Figure width and height (inches) of a board of ``columns`` x ``rows`` cards."""
+    width = max(MIN_WIDTH, MARGIN_L + columns * CARD_W + (columns - 1) * GAP + MARGIN_R)
+    return width, head + 2 * PAD + rows * card_h + (rows - 1) * ROW_GAP + foot
+
+
+def _columns(graph: EvidenceGraph, card_h: float) -> list[list[Fact]]:
+    """Time columns: consecutive runs of the time order, at most ``MAX_COLUMNS`` of them.
+
+    For every row budget ``r`` two candidates: each day is a column (undated facts are one
+    more "day", last), a day with more than ``r`` facts cut into evenly filled columns of
+    consecutive times; and the same with consecutive days packed into one column while
+    they fit in ``r``. Of the candidates with at most ``MAX_COLUMNS`` columns, the one whose
+    picture is nearest ``TARGET_ASPECT`` wins, with a small charge for cutting a day and a
+    larger one for mixing days: a day stays one column unless the picture gets much worse.
+    """
+    days = [list(g) for _, g in itertools.groupby(_time_order(graph), key=_day)]
+    best: tuple[float, list[list[Fact]]] | None = None
+    for r in range(1, len(graph.facts) + 1):
+        for pack in (False, True):
+            cols: list[list[Fact]] = []
+            cut = mixed = False
+            for day in days:
+                if len(day) > r:
+                    cols += _even(day, -(-len(day) // r))
+                    cut = True
+                elif (pack and cols and len(cols[-1]) + len(day) <= r
+                      and day[0].timestamp is not None and cols[-1][0].timestamp is not None):
+                    cols[-1] = cols[-1] + day
+                    mixed = True
+                else:
+                    cols.append(day)
+            if len(cols) > MAX_COLUMNS:
+                continue
+            width, height = _size(len(cols), max(map(len, cols)), card_h)
+            score = abs(math.log(width / height / TARGET_ASPECT)) + 0.25 * cut + 0.3 * mixed
+            if best is None or score < best[0] - 1e-9:
+                best = (score, cols)
+    assert best is not None  # r = len(facts) with packing: one dated column and one undated at most
+    return best[1]
+
+
+def _tick(col: list[Fact], clock: bool) -> str:
+    """A column's x tick label: its date (and time range), or its first and last date."""
+    if col[0].timestamp is None:
+        return "undated"
+    days = sorted({_day(f) for f in col})
+    if len(days) > 1:
+        return f"{days[0]} → {days[-1]}"
+    if not clock:
+        return days[0]
+    first, last = col[0].timestamp.strftime("%H:%M"), col[-1].timestamp.strftime("%H:%M")  # type: ignore[union-attr]
+    return f"{days[0]}\n{first}" if first == last else f"{days[0]}\n{first}–{last}"
 
 
 def draw(graph: EvidenceGraph) -> Figure:
-    """The evidence graph as a matplotlib ``Figure`` (not attached to pyplot)."""
+    """The evidence graph as a matplotlib ``Figure`` (not attached to pyplot).
+
+    Columns are stretches of time, left to right, with their dates as x tick labels; a
+    column holds the facts of that stretch as cards, earliest on top. A card shows the
+    fact's role (marker shape and colour), label, time and wrapped text. Edges between
+    columns run from card side to card side through the gaps; edges inside a column arc
+    through the gap on its left. Temporal edges join almost every pair of close facts and
+    say little, so only those between facts next to each other in time are drawn.
+    """
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     title = one_line(f"Q: {graph.query}", 300)
     if not graph.facts:
@@ -237,72 +328,148 @@ def draw(graph: EvidenceGraph) -> Figure:
                 fontsize=11, color="#555555", transform=ax.transAxes)
         return fig
 
-    pos, ticks = _layout(graph)
     labels = {f.id: _label(f, i) for i, f in enumerate(graph.facts)}
-    rows = max(sum(1 for p in pos.values() if p[0] == x) for x in range(len(ticks)))
-    width = max(6.5, COL_W * len(ticks) + 1.2)
-    fig = Figure(figsize=(width, max(3.8, ROW_H * rows + 2.3)), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_title(textwrap.fill(title, max(60, int(width * 12)), max_lines=3, placeholder=" …"),
-                 fontsize=10, loc="left", parse_math=False)
+    texts = {f.id: _node_lines(f, labels) for f in graph.facts}
+    card_h = max(0.5, max(map(len, texts.values())) * LINE_H + 0.16)
+    cols = _columns(graph, card_h)
+    rows = max(map(len, cols))
+    where = {f.id: (c, r) for c, col in enumerate(cols) for r, f in enumerate(col)}
+    rank = {f.id: i for i, f in enumerate(f for col in cols for f in col)}
+    edges = [(s, d, k) for s, d, k in graph.edges if s in where and d in where and s != d]
+    shown = [(s, d, k) for s, d, k in edges if k != "temporal" or abs(rank[s] - rank[d]) == 1]
+    on_path: dict[str, int] = {}
+    for k, p in enumerate(graph.paths):
+        if set(p) <= where.keys():
+            for fid in p:
+                on_path.setdefault(fid, k)
 
-    def arrow(src: str, dst: str, rad: float, **style: Any) -> FancyArrowPatch:
-        """An edge. Edges between neighbouring columns are straight; longer or same-column
-        ones arc *above* the nodes (labels hang below them), flatter the longer they are."""
-        (x1, y1), (x2, y2) = pos[src], pos[dst]
-        span = abs(x2 - x1)
-        bend = (0.0 if span == 1 else min(0.35, 0.9 / span) if span else 1.2) + rad  # 1.2: around the label
-        rad = bend if x1 > x2 or (span == 0 and y1 < y2) else -bend
-        patch = FancyArrowPatch((x1, y1), (x2, y2), connectionstyle=f"arc3,rad={rad:.3f}", shrinkA=9, shrinkB=9,
-                                mutation_scale=12, **style)
-        ax.add_patch(patch)
-        return patch
-
-    drawn: dict[frozenset[str], int] = defaultdict(int)  # parallel edges fan out instead of overlapping
-    bends: dict[frozenset[str], float] = {}
-    for src, dst, kind in graph.edges:
-        if src not in pos or dst not in pos or src == dst:
-            continue
-        pair = frozenset((src, dst))
-        colour, ls, lw, head = EDGE_STYLE.get(kind, ("#999999", "-.", 1.0, "-"))
-        bends.setdefault(pair, 0.12 * drawn[pair])
-        arrow(src, dst, 0.12 * drawn[pair], color=colour, linestyle=ls, linewidth=lw, arrowstyle=head, zorder=2)
-        drawn[pair] += 1
-    for k, a, b in _path_pairs(graph):
-        arrow(a, b, bends.get(frozenset((a, b)), 0.0), color=PATH_COLOURS[k % len(PATH_COLOURS)], linewidth=9,
-              alpha=0.55, arrowstyle="-", capstyle="round", zorder=1)
-
-    for f in graph.facts:
-        x, y = pos[f.id]
-        marker, colour, _ = ROLE_STYLE.get(f.role, ("o", "#999999", ""))
-        ax.scatter([x], [y], s=430, marker=marker, c=colour, edgecolors="#222222", linewidths=1.2, zorder=3,
-                   alpha=0.45 if f.superseded_by else 1.0)
-        ax.text(x, y, labels[f.id], ha="center", va="center", fontsize=7, fontweight="bold", color="white",
-                zorder=4, parse_math=False)
-        ax.annotate(_node_text(f, labels), (x, y), xytext=(0, -13), textcoords="offset points", ha="center",
-                    va="top", fontsize=7, zorder=4, parse_math=False, annotation_clip=False,
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
-
-    ax.set_xticks(range(len(ticks)), ticks, fontsize=8)
-    ax.set_yticks([])
-    ax.set_xlim(-0.6, len(ticks) - 0.4)
-    ax.set_ylim(-(rows - 1) / 2 - 0.75, (rows - 1) / 2 + 0.7)
-    for side in ("left", "right", "top"):
-        ax.spines[side].set_visible(False)
-    ax.set_xlabel("time →", fontsize=8, color="#555555")
-
+    # Legend first: its height is part of the figure's.
     roles = {f.role for f in graph.facts}
-    handles = [Line2D([], [], ls="", marker=m, ms=9, mfc=c, mec="#222222", label=t)
+    handles = [Line2D([], [], ls="", marker=m, ms=10, mfc=c, mec="#222222", label=t)
                for r, (m, c, t) in ROLE_STYLE.items() if r in roles]
-    kinds = {k for s, d, k in graph.edges if s in pos and d in pos}
-    handles += [Line2D([], [], color=c, ls=ls, lw=lw, marker=">" if head != "-" else None, label=f"{k} edge")
+    kinds = {k for _, _, k in shown}
+    handles += [Line2D([], [], color=c, ls=ls, lw=lw, marker=">" if head != "-" else None,
+                       label="temporal edge (next fact in time)" if k == "temporal" else f"{k} edge")
                 for k, (c, ls, lw, head) in EDGE_STYLE.items() if k in kinds]
     handles += [Line2D([], [], color=PATH_COLOURS[k % len(PATH_COLOURS)], lw=8, alpha=0.55,
                        label="path: " + " → ".join(labels[i] for i in p))
-                for k, p in enumerate(graph.paths) if set(p) <= set(pos)]
+                for k, p in enumerate(graph.paths) if set(p) <= where.keys()]
     if any(f.superseded_by for f in graph.facts):
-        handles.append(Line2D([], [], ls="", marker="o", ms=9, mfc="#999999", alpha=0.45, label="superseded (faded)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8, frameon=False)
+        handles.append(Line2D([], [], ls="--", color="#999999", marker="o", ms=10, mfc="#999999", alpha=0.5,
+                              label="superseded (faded)"))
+    width = _size(len(cols), rows, card_h)[0]
+    entry_w = max(0.55 + 0.068 * len(h.get_label()) for h in handles)  # handle + 9 pt text, inches
+    legend_cols = max(1, min(len(handles), int((width - 0.2) // entry_w)))
+    foot = 0.2 + 0.27 * -(-len(handles) // legend_cols)
+    clock = any(f.timestamp and (f.timestamp.hour, f.timestamp.minute) != (0, 0) for f in graph.facts)
+    title_lines = textwrap.wrap(title, max(50, int(width * 10.5)), max_lines=2, placeholder=" …")
+    ticks = [_tick(col, clock) for col in cols]
+    head = 0.15 + 0.24 * len(title_lines) + 0.26 + 0.22 + 0.17 * max(t.count("\n") + 1 for t in ticks)
+    width, height = _size(len(cols), rows, card_h, head, foot)
+
+    fig = Figure(figsize=(width, height))
+    fig.text(0.15 / width, 1 - 0.15 / height, "\n".join(title_lines), ha="left", va="top", fontsize=12,
+             fontweight="bold", parse_math=False)
+    hidden = len(edges) - len(shown)
+    summary = f"{len(graph.facts)} fact{'s' * (len(graph.facts) != 1)}, {len(shown)} edge{'s' * (len(shown) != 1)}" + (
+        f" ({hidden} more temporal edges, between facts not next to each other in time, not drawn)" if hidden else "")
+    fig.text(0.15 / width, 1 - (0.2 + 0.24 * len(title_lines)) / height, summary, ha="left", va="top",
+             fontsize=9, color="#555555")
+    board = height - head - foot
+    ax = fig.add_axes((0, foot / height, 1, board / height))
+    ax.set_xlim(0, width)
+    ax.set_ylim(-board, 0)
+    for side in ("left", "right", "top", "bottom"):
+        ax.spines[side].set_visible(False)
+    content = len(cols) * CARD_W + (len(cols) - 1) * GAP
+    left = MARGIN_L + (width - MARGIN_L - MARGIN_R - content) / 2
+    xs = [left + c * (CARD_W + GAP) for c in range(len(cols))]
+
+    def top(fid: str) -> float:
+        return -PAD - where[fid][1] * (card_h + ROW_GAP)
+
+    def anchor(fid: str, side: str) -> tuple[float, float]:
+        x, y = xs[where[fid][0]], top(fid)
+        return {"l": (x, y - card_h / 2), "r": (x + CARD_W, y - card_h / 2),
+                "t": (x + BADGE_X, y), "b": (x + BADGE_X, y - card_h)}[side]
+
+    def route(src: str, dst: str, kind: str, nth: int) -> tuple[tuple[float, float], tuple[float, float], float]:
+        """Ends and arc3 bend of an edge. Consecutive facts of a column: a short link down
+        the badge line; other pairs in a column: an arc through the gap on its left, wider
+        the further apart they are; pairs in different columns: card side to card side,
+        under the cards of any column in between."""
+        (ca, ra), (cb, rb) = where[src], where[dst]
+        if ca == cb:
+            if kind in ("temporal", "path") and abs(ra - rb) == 1 and nth == 0:
+                return anchor(src, "b" if ra < rb else "t"), anchor(dst, "t" if ra < rb else "b"), 0.0
+            a, b = anchor(src, "l"), anchor(dst, "l")
+            bulge = min(GAP * 0.85, 0.13 + 0.06 * abs(ra - rb) + 0.09 * nth)
+            return a, b, -math.copysign(2 * bulge / abs(b[1] - a[1]), b[1] - a[1])
+        a, b = (anchor(src, "r"), anchor(dst, "l")) if ca < cb else (anchor(src, "l"), anchor(dst, "r"))
+        # Past a column, bow up by half a row: the middle of the edge runs between two cards, not behind one.
+        bow = 0.0 if abs(ca - cb) == 1 else (card_h + ROW_GAP) / math.dist(a, b)
+        return a, b, -math.copysign(bow + 0.15 * nth, b[0] - a[0])
+
+    def stroke(ends: tuple[tuple[float, float], tuple[float, float], float], **style: Any) -> None:
+        a, b, rad = ends
+        ax.add_patch(FancyArrowPatch(a, b, connectionstyle=f"arc3,rad={rad:.3f}", shrinkA=0, shrinkB=0,
+                                     mutation_scale=13, **style))
+
+    # Column bands, then path highlights, edges, cards and their text, bottom to top.
+    for x in xs:
+        ax.add_patch(FancyBboxPatch((x - 0.1, -board + 0.06), CARD_W + 0.2, board - 0.12,
+                                    boxstyle="round,pad=0,rounding_size=0.1", fc="#f4f5f7", ec="none", zorder=0))
+    drawn: dict[frozenset[str], int] = defaultdict(int)  # parallel edges fan out instead of overlapping
+    routes: dict[frozenset[str], tuple[tuple[float, float], tuple[float, float], float]] = {}
+    for src, dst, kind in shown:
+        pair = frozenset((src, dst))
+        ends = route(src, dst, kind, drawn[pair])
+        routes.setdefault(pair, ends)
+        colour, ls, lw, head_style = EDGE_STYLE.get(kind, ("#999999", "-.", 1.0, "-"))
+        stroke(ends, color=colour, linestyle=ls, linewidth=lw, arrowstyle=head_style,
+               zorder=1.5 if kind == "temporal" else 2)
+        drawn[pair] += 1
+    for k, a, b in _path_pairs(graph):
+        stroke(routes.get(frozenset((a, b))) or route(a, b, "path", 0), color=PATH_COLOURS[k % len(PATH_COLOURS)],
+               linewidth=9, alpha=0.55, arrowstyle="-", capstyle="round", zorder=1)
+
+    for col in cols:
+        multi_day = len({_day(f) for f in col}) > 1
+        for f in col:
+            x, y = xs[where[f.id][0]], top(f.id)
+            marker, colour, _ = ROLE_STYLE.get(f.role, ("o", "#999999", ""))
+            faded = bool(f.superseded_by)
+            if f.id in on_path:
+                ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, zorder=2.5, ec="none", alpha=0.6,
+                                            fc=PATH_COLOURS[on_path[f.id] % len(PATH_COLOURS)],
+                                            boxstyle="round,pad=0.05,rounding_size=0.1"))
+            ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, boxstyle="round,pad=0,rounding_size=0.07",
+                                        fc=CARD_FILL.get(f.role, "#f4f4f4"), ec=colour, lw=1.4,
+                                        ls="--" if faded else "-", zorder=3))
+            stamp = "" if not f.timestamp else f.timestamp.strftime("%m-%d") if multi_day else (
+                f.timestamp.strftime("%H:%M") if clock else "")
+            badge_y = y - (0.19 if stamp else card_h / 2)
+            ax.scatter([x + BADGE_X], [badge_y], s=330 if marker == "D" else 460, marker=marker, c=colour,
+                       edgecolors="#222222", linewidths=1.1, zorder=4, alpha=0.45 if faded else 1.0)
+            ax.text(x + BADGE_X, badge_y, labels[f.id], ha="center", va="center", fontsize=7.5, fontweight="bold",
+                    color="white", zorder=5, parse_math=False)
+            if stamp:
+                ax.text(x + BADGE_X, y - 0.415, stamp, ha="center", va="center", fontsize=7, color="#555555",
+                        zorder=5)
+            ax.text(x + BADGE_W, y - card_h / 2, "\n".join(texts[f.id]), ha="left", va="center", fontsize=FONT,
+                    linespacing=1.15, color="#777777" if faded else "#111111", zorder=5, parse_math=False)
+
+    ax.xaxis.tick_top()
+    ax.set_xticks([x + CARD_W / 2 for x in xs], ticks, fontsize=9)
+    ax.tick_params(axis="x", length=4, color="#9a9a9a", pad=3)
+    ax.set_yticks([])
+    ax.annotate("", xy=(width - 0.12, 0), xytext=(0.12, 0), annotation_clip=False,
+                arrowprops={"arrowstyle": "-|>", "color": "#9a9a9a", "lw": 1.0, "shrinkA": 0, "shrinkB": 0})
+    ax.text(width - 0.12, 0.06, "time", ha="right", va="bottom", fontsize=8, color="#777777")
+    legend = fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, foot / height), ncols=legend_cols,
+                        fontsize=9, frameon=False, handlelength=2.6)
+    for text in legend.get_texts():  # path entries repeat fact labels: literal, never mathtext
+        text.set_parse_math(False)
     return fig
 
 
@@ -317,7 +484,7 @@ def _render(graph: EvidenceGraph, fmt: str, dpi: float = 100) -> bytes:
     buf = io.BytesIO()
     # Fixed metadata: no creation date, so the same graph gives the same bytes.
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
-    fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+    fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta, bbox_inches="tight", pad_inches=0.1)
     return buf.getvalue()
 
 

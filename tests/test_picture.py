@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
 import struct
 import subprocess
@@ -12,11 +14,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.patches import FancyArrowPatch
 
-from ariadnemem_core import AriadneMemory, Turn
+from ariadnemem_core import AriadneMemory, Turn, picture
 from ariadnemem_core.embedding import HashEmbedder
 from ariadnemem_core.evidence import EvidenceGraph, Fact
-from ariadnemem_core.picture import mermaid_escape, save_picture
+from ariadnemem_core.picture import MAX_COLUMNS, draw, mermaid_escape, save_picture
 
 HOSTILE = '"]; click F1 call evil() %% <script>alert(1)</script> $5 and $6 -->'
 T0 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
@@ -137,13 +141,126 @@ def test_png_is_a_real_image_that_grows_with_the_graph(tmp_path: Path):
     large = chain_graph(12).to_png(tmp_path / "large.png", dpi=80)
     assert small == tmp_path / "small.png"
     (w1, h1), (w2, h2) = png_size(small), png_size(large)
-    assert w1 > 300 and h1 > 200
-    assert w2 > w1 * 2 and h2 >= h1
+    assert w1 > 300 and h1 > 150
+    assert w2 > w1 * 1.5 and h2 > h1  # more columns *and* more cards per column
     stacked = chain_graph(6)
     for f in stacked.facts:
-        f.timestamp = T0  # one column, six rows: the picture must grow downwards
+        f.timestamp = T0  # six facts at one time: they stack, the picture grows downwards
     _, h3 = png_size(stacked.to_png(tmp_path / "stacked.png", dpi=80))
-    assert h3 > h1 * 1.5
+    assert h3 > h1 * 1.2
+
+
+def board_graph(n: int = 25, days: int = 3) -> EvidenceGraph:
+    """``n`` facts at ``n`` distinct times spread over ``days`` days, long texts, temporal edges
+    between every pair less than 6 h apart (as retrieval makes them), entity edges, a path."""
+    per_day = -(-n // days)
+    facts = [Fact(f"b{i}", f"Fact {i}: Maya told Leo about the hotel in Alfama, the climbing gym near it, the teal "
+                           f"chalk bag and the flight to Lisbon booked for April.", T0 + timedelta(
+                      days=i // per_day, minutes=13 * (i % per_day)), [f"t{i}"], 0.5,
+                  "bridge" if i % 5 == 2 else "terminal", f"F{i + 1}", speaker="Maya") for i in range(n)]
+    edges = [(a.id, b.id, "temporal") for a, b in itertools.combinations(facts, 2)
+             if abs(a.timestamp - b.timestamp) < timedelta(hours=6)]
+    edges += [(f"b{i}", f"b{(i * 7 + 3) % n}", "entity") for i in range(0, n, 2) if (i * 7 + 3) % n != i]
+    return EvidenceGraph("Where is Maya staying in Lisbon?", facts, edges, [["b0", "b12", "b24"][: max(1, n // 9)]])
+
+
+def tick_texts(graph: EvidenceGraph) -> list[str]:
+    return [t.get_text() for t in draw(graph).axes[0].get_xticklabels()]
+
+
+def test_a_full_graph_is_bounded_in_width_and_wider_than_high(tmp_path: Path):
+    """25 facts at 25 times over 3 days: at most MAX_COLUMNS time columns, not one per timestamp."""
+    g = board_graph()
+    w, h = png_size(g.to_png(tmp_path / "board.png"))  # the default dpi, as in a README
+    assert 1500 <= w <= 2800 and h < w
+    assert 1.8 <= w / h <= 3.5
+    ticks = tick_texts(g)
+    assert 2 <= len(ticks) <= MAX_COLUMNS
+    # The columns cover the first and the last fact date, in time order.
+    assert ticks[0].startswith("2024-03-01") and "2024-03-03" in ticks[-1]
+    assert ticks == sorted(ticks)
+
+
+def test_columns_are_consecutive_runs_of_time():
+    g = board_graph()
+    random.Random(7).shuffle(g.facts)  # graph order must not matter, only timestamps
+    g.facts.append(Fact("u", "An undated fact.", None, ["tu"], 0.1, "terminal", "F26"))
+    g.facts[0].timestamp = g.facts[0].timestamp.replace(tzinfo=None)  # naive counts as UTC
+    cols = picture._columns(g, 0.6)
+    assert 1 < len(cols) <= MAX_COLUMNS
+    flat = [f for col in cols for f in col]
+    assert sorted(f.id for f in flat) == sorted(f.id for f in g.facts)
+    dated = flat[:-1]
+    assert [picture._utc(f.timestamp) for f in dated] == sorted(picture._utc(f.timestamp) for f in dated)
+    assert cols[-1] == [g.facts[-1]]  # undated facts: their own column, last
+    assert tick_texts(g)[-1] == "undated"
+
+
+def test_small_graphs_keep_one_column_per_day():
+    g = chain_graph(3)
+    assert tick_texts(g) == ["2024-03-01\n10:00", "2024-03-02\n10:00", "2024-03-03\n10:00"]
+    same_day = chain_graph(3)
+    for i, f in enumerate(same_day.facts):
+        f.timestamp = T0 + timedelta(minutes=7 * i)
+    assert tick_texts(same_day) == ["2024-03-01\n10:00–10:14"]
+    for f in same_day.facts:
+        f.timestamp = f.timestamp.replace(hour=0, minute=0)  # date-only data: no clock times shown
+    assert tick_texts(same_day) == ["2024-03-01"]
+
+
+def test_only_temporal_edges_between_neighbours_in_time_are_drawn():
+    g = board_graph(6, days=1)  # six facts within 65 minutes: 15 temporal edges
+    g.edges = [e for e in g.edges if e[2] == "temporal"]
+    g.paths = []
+    fig = draw(g)
+    arrows = [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)]
+    assert len(g.edges) == 15 and len(arrows) == 5  # F1-F2, F2-F3, ... only
+    assert any("10 more temporal edges" in t.get_text() for t in fig.texts)
+
+
+def test_fact_labels_are_wrapped_to_their_card():
+    g = board_graph()
+    g.facts[3].text = "x" * 300  # one unbreakable word
+    g.facts[4].text = "short"
+    fig = draw(g)
+    fig.set_dpi(150)  # to_png's default: glyph hinting makes text widths vary a little with the dpi
+    canvas = FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    node_texts = [t for t in fig.axes[0].texts if t.get_fontsize() == picture.FONT]
+    assert len(node_texts) == len(g.facts)
+    limit = (picture.CARD_W - picture.BADGE_W) * fig.dpi
+    for t in node_texts:
+        assert t.get_text().count("\n") <= 2
+        assert t.get_window_extent(renderer).width <= limit, t.get_text()
+    assert any(t.get_text().endswith(" …") for t in node_texts)
+    assert any(t.get_text() == "Maya: short" for t in node_texts)  # the speaker, named once
+    assert any(t.get_text().startswith("Maya: xxxxxxxx") for t in node_texts)  # a long word fills lines
+
+
+def test_every_fact_label_is_in_the_svg_and_html(tmp_path: Path):
+    g = board_graph()
+    svg = g.to_svg(tmp_path / "b.svg").read_text(encoding="utf-8")
+    page = g.to_html(tmp_path / "b.html").read_text(encoding="utf-8")
+    comments = set(re.findall(r"<!-- (.*?) -->", svg))  # matplotlib keeps each drawn text line as a comment
+    for f in g.facts:
+        assert f.label in comments
+        assert f"<td>{f.label}</td>" in page
+
+
+def test_the_demo_sized_graph_is_wide_not_a_strip(tmp_path: Path):
+    """The demo's shape: 22 facts, days of 8, 5, 4 and 5 facts a minute apart."""
+    sizes = [8, 5, 4, 5]
+    starts = [T0 + timedelta(days=d, hours=h) for d, h in ((3, -1), (4, 8.5), (7, 9), (11, 2.25))]
+    facts = [Fact(f"d{k}{i}", f"Maya said thing {i} of day {k} about Lisbon and Ana.", start + timedelta(minutes=i),
+                  [f"t{k}{i}"], 0.5, "terminal", "") for k, (n, start) in enumerate(zip(sizes, starts, strict=True))
+             for i in range(n)]
+    for i, f in enumerate(facts):
+        f.label = f"F{i + 1}"
+    g = EvidenceGraph("Where is Maya staying in Lisbon, and who suggested it?", facts,
+                      [(a.id, b.id, "temporal") for a, b in itertools.combinations(facts, 2)
+                       if abs(a.timestamp - b.timestamp) < timedelta(hours=6)])
+    w, h = png_size(g.to_png(tmp_path / "demo.png"))
+    assert 2000 <= w <= 2600 and 2 <= w / h <= 3.2
 
 
 def test_rich_png_and_dollar_text_render(tmp_path: Path):
@@ -152,6 +269,10 @@ def test_rich_png_and_dollar_text_render(tmp_path: Path):
     g.facts[0].text = "$x^2$ and a lone $ and \\alpha$"
     w, h = png_size(g.to_png(tmp_path / "rich.png", dpi=60))
     assert w > 300 and h > 150
+    fig = draw(g)
+    texts = [*fig.texts, *fig.axes[0].texts, *fig.legends[0].get_texts()]
+    dollars = [t for t in texts if "$" in t.get_text()]
+    assert len(dollars) >= 3 and not any(t.get_parse_math() for t in dollars)  # title, F1, F4: literal text
 
 
 def test_empty_graph_renders_a_picture(tmp_path: Path):
