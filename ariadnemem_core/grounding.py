@@ -288,6 +288,7 @@ _RESCHEDULE_RE = re.compile(
     r"(?:\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)\b|next\b|" + "|".join(WEEKDAYS) + r")",
     re.IGNORECASE,
 )
+_ACK_RE = re.compile(r"\bgot\s+it\s*[,.!;:-]", re.IGNORECASE)
 _NOT_PAST = frozenset({"need", "needed", "excited", "interested", "tired", "scared", "worried", "bored",
                        "speed", "indeed", "seed", "embed", "proceed", "succeed", "exceed", "feed",
                        "breed", "bleed", "weed", "greed", "shed", "bed"})
@@ -351,6 +352,8 @@ def _tense(text: str, start: int, end: int) -> str:
     sentence = text[left:min(ends) + 1 if ends else len(text)]
     if _FUTURE_RE.search(sentence) or _RESCHEDULE_RE.search(sentence):
         return "future"
+    # "Got it," / "Got it!" acknowledges; it says nothing about when the rest happens.
+    sentence = _ACK_RE.sub(" ", sentence)
     if any(w.group(0).lower() not in _NOT_PAST for w in _PAST_RE.finditer(sentence)):
         return "past"
     return ""

@@ -167,6 +167,10 @@ def test_a_rescheduled_time_points_forward() -> None:
     assert grounded("We rescheduled it to Monday.") == "We rescheduled it to Monday (2023-05-15)."
     # ... while moving to a place on a weekday is a past event.
     assert grounded("I moved to Boston on Friday.") == "I moved to Boston on Friday (2023-05-05)."
+    # An acknowledgement is not a past event; getting something on a weekday is.
+    assert grounded("Got it, the review is at 2 pm on Friday.") == \
+        "Got it, the review is at 2 pm on Friday (2023-05-12)."
+    assert grounded("I got it on Friday.") == "I got it on Friday (2023-05-05)."
 
 
 def test_time_edges_month_end_year_start_and_same_weekday() -> None:
