@@ -71,12 +71,14 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 @contextmanager
 def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *,
-                must_exist: bool = False, **kwargs: Any) -> Iterator[AriadneMemory]:
+                must_exist: bool = False, flush: bool = True, **kwargs: Any) -> Iterator[AriadneMemory]:
     """Open the memory the options name (closing it flushes partial windows).
 
     ``must_exist``: read commands refuse a directory that holds no memory instead of
     silently creating an empty one there (a typo in ``--store`` would otherwise look like
-    "no memories").
+    "no memories"). ``flush=False``: close without extracting pending turns, so a read
+    command does not write to the memory (and ``add --no-flush`` keeps its partial window
+    for the next ``add``).
     """
     from ..memory import AriadneMemory
 
@@ -85,7 +87,11 @@ def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *
         raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
     with AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None,
                        **kwargs) as mem:
-        yield mem
+        try:
+            yield mem
+        finally:
+            if not flush:
+                mem.store.close()  # AriadneMemory.close() then has nothing left to do
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -86,7 +86,7 @@ def add(
         raise fail(str(exc)) from None
     total = sum(len(b.turns) for b in batches)
     t0 = time.perf_counter()
-    with open_memory(store, chroma_host, chroma_port) as mem:
+    with open_memory(store, chroma_host, chroma_port, flush=not no_flush) as mem:
         before = {b.user_id: mem.stats(b.user_id) for b in batches}
         step = mem.config.window_size
         with progress_bar(not quiet and not as_json) as prog:
@@ -137,7 +137,7 @@ def retrieve(
 ) -> None:
     """Build the question's evidence graph (no LLM call) and print it."""
     _check_picture(picture)
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         graph = mem.retrieve(query, user_id=user, agent_id=agent, session_id=session)
     drawn = _draw(graph, picture)
     if as_json:
@@ -177,7 +177,7 @@ def ask(
         from ..llm import LLMClient
 
         llm = LLMClient(base_url=base_url, model=model)
-    with open_memory(store, chroma_host, chroma_port, must_exist=True, llm=llm) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False, llm=llm) as mem:
         if mem.llm is None:
             err.print("no LLM configured (set OPENAI_API_KEY or OPENAI_BASE_URL, or pass --base-url): "
                       "extractive answer")
@@ -235,7 +235,7 @@ def entries(
     as_json: JsonOpt = False,
 ) -> None:
     """List a user's memory entries in time order, with provenance (source turn ids)."""
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         rows = mem.entries(user, agent_id=agent, session_id=session)
     shown = rows[-limit:] if limit else rows
     if as_json:
@@ -257,7 +257,7 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the update chain through an entry (LINK edges), oldest state first."""
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         mem.get(entry_id, user_id=user)  # NotFoundError (exit 1) for another user's entry
         chain = mem.history(entry_id)
     if as_json:
@@ -276,7 +276,7 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, users."""
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         counters = mem.stats(user)
         users = mem.users()
         info = {"store": str(mem.path), "dense_index": mem.store.dense_location}
@@ -298,7 +298,7 @@ def export(
     """Write the whole memory (every user) to a JSONL file."""
     if not file.parent.expanduser().is_dir():
         raise typer.BadParameter(f"no such directory: {file.parent}", param_hint="FILE")
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         n = mem.export(file.expanduser())
     emit_json({"file": str(file), "lines": n}) if as_json else out.print(f"wrote {n} lines to {file}")
 
@@ -312,12 +312,16 @@ def import_(
 ) -> None:
     """Load an export into the memory (entries keep their ids, provenance and edges)."""
     import json
+    import sqlite3
 
     if not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
     with open_memory(store, chroma_host, chroma_port) as mem:
         try:
             n = mem.import_(file)
+        except sqlite3.IntegrityError as exc:  # the import is one transaction: nothing was added
+            raise fail(f"{file}: this memory already holds entries of this export ({exc}); "
+                       "import into another --store or forget those users first") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise fail(f"{file}: not an ariadnemem export ({type(exc).__name__}: {exc})") from None
     emit_json({"file": str(file), "entries": n}) if as_json else out.print(f"imported {n} entries from {file}")
