@@ -387,14 +387,29 @@ class AriadneMemory:
         return n
 
     def import_(self, path: str | Path) -> int:
-        """Load a JSONL export (into this memory); returns the entries imported."""
+        """Load a JSONL export (into this memory); returns the entries imported.
+
+        One transaction: a malformed line (named with its number), an export of another
+        embedder, or entries this memory already holds raise and import nothing.
+        """
         import json
 
         def rows():
             with Path(path).open(encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        yield json.loads(line)
+                first = True
+                for lineno, line in enumerate(fh, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise InvalidInputError(f"{path} line {lineno}", f"invalid JSON ({exc.msg})") from None
+                    if first and not (isinstance(row, dict) and row.get("type") == "meta"):
+                        raise InvalidInputError(str(path), "not an ariadnemem export (no meta record first)")
+                    if not isinstance(row, dict):
+                        raise InvalidInputError(f"{path} line {lineno}", "expected a JSON object")
+                    first = False
+                    yield row
 
         with self._write_lock:
             return self.store.import_rows(rows())

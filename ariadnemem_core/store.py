@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import StoreError
+from .errors import AriadneMemError, StoreError
 from .models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 
 SCHEMA_VERSION = 1
@@ -925,9 +925,22 @@ class Store:
                    "session_id": scope.session_id, "turn": turn.to_dict()}
 
     def import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
-        """Load rows from :meth:`export_rows` (one transaction); returns entries added."""
+        """Load rows from :meth:`export_rows` (one transaction); returns entries added.
+
+        All or nothing: an entry id this memory already holds (the same export imported
+        twice) or a malformed record raises and rolls the whole import back.
+        """
         with self._write_guard():
-            return self._import_rows(rows)
+            try:
+                return self._import_rows(rows)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"this memory already holds entries of the export ({exc}); nothing was "
+                                 "imported: import into another store, or forget those users first") from exc
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, AriadneMemError):
+                    raise
+                raise StoreError(f"malformed export record ({type(exc).__name__}: {exc}); nothing was "
+                                 "imported") from exc
 
     def _import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
         entries: list[Entry] = []

@@ -517,7 +517,8 @@ def test_export_import_round_trip(capsys, base: Path, tmp_path: Path, listing) -
 
     (tmp_path / "junk.jsonl").write_text('{"hello": 1}\n', encoding="utf-8")
     code, _, err = run(capsys, "import", tmp_path / "junk.jsonl", "--store", tmp_path / "other")
-    assert code == 1 and err.startswith("Error:")
+    assert code == 1 and err.startswith("Error:") and "not an ariadnemem export" in err
+    assert not (tmp_path / "other").exists()  # a wrong file creates no empty memory
     code, _, _ = run(capsys, "import", tmp_path / "absent.jsonl", "--store", tmp_path / "other")
     assert code == 2
     code, _, _ = run(capsys, "export", tmp_path / "no-dir" / "x.jsonl", "--store", base)

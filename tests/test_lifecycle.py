@@ -149,6 +149,30 @@ def test_import_refuses_another_embedders_vectors(make_memory, tmp_path):
     assert other.entries("alice") == []  # the transaction rolled back
 
 
+def test_import_is_all_or_nothing(make_memory, tmp_path):
+    from ariadnemem_core.errors import InvalidInputError, StoreError
+
+    mem = make_memory("src")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.flush()
+    path = tmp_path / "export.jsonl"
+    mem.export(path)
+    with pytest.raises(StoreError, match="already holds entries"):
+        mem.import_(path)  # its own entries again
+    lines = path.read_text(encoding="utf-8").splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([*lines[:3], "{not json", *lines[3:]]) + "\n", encoding="utf-8")
+    copy = make_memory("dst")
+    with pytest.raises(InvalidInputError, match=r"broken\.jsonl line 4"):
+        copy.import_(broken)
+    assert copy.entries("alice") == [] and copy.stats()["entries"] == 0  # rolled back
+    headless = tmp_path / "headless.jsonl"
+    headless.write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="no meta record"):
+        copy.import_(headless)
+    assert copy.import_(path) == len(mem.entries("alice"))
+
+
 def test_retrieval_cache_sees_writes_from_another_handle(make_memory, tmp_path):
     """The retrieval path caches decoded entries per store generation; a write through
     another handle on the same path (as another process would) must invalidate it."""

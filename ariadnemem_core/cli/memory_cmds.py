@@ -310,20 +310,26 @@ def import_(
     chroma_port: PortOpt = 8000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Load an export into the memory (entries keep their ids, provenance and edges)."""
+    """Load an export into the memory (entries keep their ids, provenance and edges).
+
+    All or nothing: a malformed line, another embedder's export, or entries the memory
+    already holds (the same export twice) is an error and imports nothing.
+    """
     import json
-    import sqlite3
 
     if not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    # Look at the first record before opening (and so creating) a store for a wrong file.
+    with file.open(encoding="utf-8", errors="replace") as fh:
+        first = next((line for line in fh if line.strip()), "")
+    try:
+        meta = json.loads(first)
+    except json.JSONDecodeError:
+        meta = None
+    if not (isinstance(meta, dict) and meta.get("type") == "meta"):
+        raise fail(f"{file}: not an ariadnemem export (its first line is not the export's meta record)")
     with open_memory(store, chroma_host, chroma_port) as mem:
-        try:
-            n = mem.import_(file)
-        except sqlite3.IntegrityError as exc:  # the import is one transaction: nothing was added
-            raise fail(f"{file}: this memory already holds entries of this export ({exc}); "
-                       "import into another --store or forget those users first") from None
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise fail(f"{file}: not an ariadnemem export ({type(exc).__name__}: {exc})") from None
+        n = mem.import_(file)
     emit_json({"file": str(file), "entries": n}) if as_json else out.print(f"imported {n} entries from {file}")
 
 
