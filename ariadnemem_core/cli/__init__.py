@@ -31,7 +31,7 @@ app = typer.Typer(
     help="AriadneMem: graph-structured long-term memory for LLM agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
