@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from ..memory import AriadneMemory
@@ -65,7 +66,8 @@ def emit_json(value: Any) -> None:
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``Error: message`` on stderr and return the Exit to raise."""
-    err.print(f"[bold red]Error:[/bold red] {message}", markup=True, highlight=False)
+    # Text, not markup: the message may quote user data ("turns[3]", "[/x]" in a path).
+    err.print(Text("Error: ", style="bold red").append(message))
     return typer.Exit(code)
 
 
