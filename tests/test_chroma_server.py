@@ -280,3 +280,16 @@ def test_failed_vector_write_after_commit_is_caught_up(tmp_path: Path, chroma_se
         assert mem.store._read("SELECT COUNT(*) FROM entries WHERE indexed = 0")[0][0] == 0
         counts = [c for n, c in chroma_server.collections().items() if n.startswith(mem.store._chroma_prefix)]
         assert sorted(counts) == sorted([len(stored), len(mem.entries("bob"))])
+
+
+def test_latency_bench_runs_in_server_mode(tmp_path: Path, chroma_server: ChromaServer) -> None:
+    from test_bench_runner import write_fixture
+
+    from ariadnemem_core.bench.latency import run_latency
+
+    data = write_fixture(tmp_path / "mini.json")
+    res = run_latency(data, None, tmp_path / "lat", embedder=HashEmbedder(), progress=False,
+                      chroma_host="127.0.0.1", chroma_port=chroma_server.port)
+    assert res["dense_index"] == "chroma server"
+    assert res["ariadnemem"]["without_embedding"]["p50_ms"] > 0
+    assert "dense index: chroma server" in (tmp_path / "lat" / "latency.md").read_text(encoding="utf-8")

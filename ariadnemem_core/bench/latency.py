@@ -70,9 +70,13 @@ def store_hybrid(mem: Any, user_id: str, query: str, query_vector: np.ndarray, k
 
 def run_latency(path: str | Path, conversation: str | None = None, out: str | Path | None = None, *,
                 config: Config | None = None, embedder: Any = None, k: int = 10, progress: bool = True,
-                threads: int | None = None) -> dict[str, Any]:
+                threads: int | None = None, chroma_host: str | None = None,
+                chroma_port: int | None = None) -> dict[str, Any]:
     """Measure retrieval latency on one conversation (default: the file's first); write
-    latency.json and latency.md under ``out`` (default ``bench-results/latency``)."""
+    latency.json and latency.md under ``out`` (default ``bench-results/latency``).
+
+    ``chroma_host``: keep the memory's dense index on that Chroma server (server mode), to
+    measure what the network round trips cost; the flat baselines stay local."""
     from ..embedding import MiniLMEmbedder
     from ..memory import AriadneMemory
 
@@ -88,7 +92,9 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
     questions = [q.question for q in conv.questions]
     rows: list[dict[str, Any]] = []
     stages: list[dict[str, float]] = []
-    with progress_bar(progress) as prog, AriadneMemory(None, cfg, embedder=embedder) as mem:
+    with progress_bar(progress) as prog, AriadneMemory(None, cfg, embedder=embedder, chroma_host=chroma_host,
+                                                       chroma_port=chroma_port) as mem:
+        dense_index = "chroma server" if mem.store.remote else "embedded chromadb"
         task = prog.add_task(f"ingest {conv.sample_id}", total=1)
         ingest_s = ingest_conversation(mem, conv)
         prog.advance(task)
@@ -146,6 +152,7 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
         "dataset": {"path": str(path), "conversation": conv.sample_id, "turns": len(conv.turns),
                     "questions": len(questions), "entries": n_entries},
         "ingest_s": round(ingest_s, 3),
+        "dense_index": dense_index,
         "flat_hybrid_k": k,
         "ariadnemem": {"with_embedding": ours_cold,
                        "without_embedding": ours, "stages_warm": _stage_summary(stages),
@@ -196,8 +203,8 @@ def latency_markdown(results: dict[str, Any]) -> str:
         "# Retrieval latency",
         "",
         f"Conversation `{ds['conversation']}`: {ds['turns']} turns -> {ds['entries']} entries, "
-        f"{ds['questions']} questions. Warm = query embedding excluded (pre-embedded, cache warm); "
-        "cold = each query embedded at query time.",
+        f"{ds['questions']} questions; the memory's dense index: {results.get('dense_index', 'embedded chromadb')}. "
+        "Warm = query embedding excluded (pre-embedded, cache warm); cold = each query embedded at query time.",
         "",
         markdown_table(("system", "warm p50 ms", "warm p95 ms", "cold p50 ms", "cold p95 ms"), rows),
         "",

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import handle_errors
+from ._common import HostOpt, PortOpt, handle_errors
 
 bench_app = typer.Typer(help="Benchmarks: write JSON + a markdown table to --out.", no_args_is_help=True)
 
@@ -137,12 +137,15 @@ def latency(
     k: Annotated[int, typer.Option("-k", min=1, help="Flat hybrid top-k.")] = 10,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
 ) -> None:
-    """Retrieval latency vs flat hybrid over the same entries."""
+    """Retrieval latency vs flat hybrid over the same entries (--chroma-host: dense index on a server)."""
     from ..bench.latency import run_latency
 
     _check_ids(path, [conversation] if conversation else [])
-    res = run_latency(path, conversation, out_dir, k=k, progress=not quiet, threads=threads)
+    res = run_latency(path, conversation, out_dir, k=k, progress=not quiet, threads=threads,
+                      chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None)
     a, f = res["ariadnemem"], res["flat_hybrid"]
     print(f"AriadneMem p50 {a['without_embedding']['p50_ms']:.1f} ms / p95 "
           f"{a['without_embedding']['p95_ms']:.1f} ms (with query embedding: p50 "
