@@ -163,6 +163,15 @@ def test_cli_locomo_and_usage_errors(tmp_path: Path, minilm: MiniLMEmbedder, cap
     printed = capsys.readouterr().out
     assert "| AriadneMem |" in printed and "results.md" in printed
     assert (out / "results.json").is_file()
+    png = (out / "results.png").read_bytes()  # the recall chart
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") > 1000
+    (out / "results.png").unlink()
+    assert main(["bench", "chart", str(out / "results.json"), "--out", str(out / "again.png")]) == 0
+    assert (out / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (out / "junk.json").write_text('{"systems": 3}', encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "chart", str(out / "junk.json")])
+    assert exc.value.code == 2
     with pytest.raises(SystemExit):
         main(["bench", "locomo", str(data), "--conversations", "nope", "--quiet"])
     with pytest.raises(SystemExit):

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..config import Config
 from .baselines import METHODS, FlatIndex
+from .charts import recall_chart
 from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
 from .locomo import CATEGORIES, Conversation, Dataset, load_locomo
 from .metrics import QuestionRecord, bridges_in, covered_turns, make_record, peak_rss, summarize
@@ -288,6 +289,7 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
             summary["qa"] = {k: v for k, v in qa_results.items() if k != "items"} | {"file": "qa.json"}
         write_json(out_dir / "results.json", summary)
         (out_dir / "results.md").write_text(locomo_markdown(results), encoding="utf-8")
+        recall_chart(summary, out_dir / "results.png")
         write_jsonl(out_dir / "diagnostics.jsonl", diagnostics)
         if qa_results is not None:
             write_json(out_dir / "qa.json", qa_results)

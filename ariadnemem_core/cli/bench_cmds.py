@@ -105,6 +105,27 @@ def _llm(needed: bool, base_url: str | None, model: str | None) -> object | None
     return LLMClient(base_url=base_url, model=model)
 
 
+@bench_app.command("chart")
+@handle_errors
+def chart(
+    results: Annotated[Path, typer.Argument(help="A results.json written by `bench locomo`.", exists=True,
+                                            dir_okay=False)],
+    out_file: Annotated[Path | None, typer.Option("--out", help="PNG to write (default: results.png beside it).")]
+    = None,
+) -> None:
+    """Draw (again) the recall chart of a `bench locomo` run: recall against tokens, and per category."""
+    import json
+
+    from ..bench.charts import recall_chart
+
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+        target = recall_chart(data, out_file or results.with_name("results.png"))
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise typer.BadParameter(f"not a `bench locomo` results.json ({type(exc).__name__}: {exc})") from None
+    print(f"wrote {target}")
+
+
 @bench_app.command("ingest")
 @handle_errors
 def ingest(
