@@ -736,13 +736,18 @@ _ATTRIBUTE_RE = re.compile(
     r"\b(?i:my)\s+((?:[a-zA-Z]+(?:'s)?\s+){0,2}[a-zA-Z]+)\s+(?:is|=)\s+(?=(" + _VALUE_WORD
     + r"(?:\s" + _VALUE_WORD + r"){0,7}))"  # lookahead: the value may hold the next "my ... is"
 )
-_VALUE_STOP = frozenset("but because since so which though although if when while whereas".split())
+_VALUE_STOP = frozenset("but because since so which though although if when while whereas unless until".split())
+#: Two-word clause openers ("555-0142 in case you need it", "... just in case").
+_VALUE_STOP_PAIRS = frozenset({("in", "case"), ("in", "order"), ("just", "in")})
 _VALUE_STOP_AFTER_AND = frozenset("i i'm my we she he they it it's that this you your then also".split())
 _VALUE_REJECT = frozenset(
     "so really very just also not always still too pretty kinda quite such getting going being doing that "
     "what how why where who like actually definitely totally probably gonna finally now already all "
     "about more less much something nothing everything".split()
 )
+#: "My new / current / updated phone number is ...": the same attribute, a newer value
+#: (the look-up returns the newest), not a different attribute named "new phone number".
+_ATTR_NEWER = frozenset("new current updated latest".split())
 _ATTR_REJECT = frozenset("own only first last best whole life heart mind point goal plan hope dream".split())
 
 
@@ -759,6 +764,8 @@ def find_attributes(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in _ATTRIBUTE_RE.finditer(text):
         attr_words = m.group(1).lower().split()
+        if attr_words[0] in _ATTR_NEWER and len(attr_words) > 1:
+            attr_words = attr_words[1:]  # "my new phone number" updates "phone number"
         if attr_words[0] in STOPWORDS or attr_words[0] in _ATTR_REJECT:
             continue
         words = m.group(2).split()
@@ -769,8 +776,9 @@ def find_attributes(text: str) -> dict[str, str]:
         value: list[str] = []
         for i, w in enumerate(words):
             lw = w.lower()
-            if lw in _VALUE_STOP or (lw in ("and", "or") and i + 1 < len(words)
-                                     and words[i + 1].lower() in _VALUE_STOP_AFTER_AND):
+            nxt = words[i + 1].lower() if i + 1 < len(words) else ""
+            if (lw in _VALUE_STOP or (lw, nxt) in _VALUE_STOP_PAIRS
+                    or (lw in ("and", "or") and nxt in _VALUE_STOP_AFTER_AND)):
                 break
             value.append(w)
             if len(value) == 6:

@@ -10,8 +10,9 @@ servers that cache prompt prefixes can reuse them.
 Without an LLM (``client=None``) :func:`synthesize` does not fail: it returns a clearly
 labelled *extractive* answer (the top-scored fact), so the library works offline.
 
-The graph is used only through ``to_text()``, ``fast_path`` and ``facts`` (``text``,
-``timestamp``, ``score``), so any object with those works (flat-context baselines too).
+The graph is used only through ``to_text()``, ``fast_path``, ``facts`` (``text``,
+``timestamp``, ``score``) and, for extractive fast-path answers, ``stats``, so any object
+with those works (flat-context baselines too).
 """
 
 from __future__ import annotations
@@ -122,11 +123,24 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
 def extractive_answer(question: str, graph: Any, latency_s: float = 0.0) -> Answer:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
+    Fast paths answer from what they found: the attribute look-up gives its value, the
+    counter lists the matching mentions (with dates) rather than claim a count.
+
     A superseded top fact is replaced by the latest state it leads to (following
     ``superseded_by``), so "the meeting is at 2 pm" is never answered once "it moved to
     3 pm" is in the graph."""
     facts = list(getattr(graph, "facts", None) or [])
-    if facts:
+    found = (getattr(graph, "stats", None) or {}).get("fast_path") or {}
+    if facts and getattr(graph, "fast_path", None) == "attribute" and found.get("value"):
+        # The look-up already isolated the value: answer with it, not the whole sentence.
+        body = f"{found['subject']}'s {found['attribute']}: {found['value']} (from: {facts[-1].text})"
+    elif facts and getattr(graph, "fast_path", None) == "counter":
+        # Mentions are not events ("how was your first climb?" mentions climbing too), so
+        # no number is claimed: the matching facts are listed for the reader to count.
+        dated = [f"{f.timestamp:%Y-%m-%d}: {f.text}" if getattr(f, "timestamp", None) else str(f.text)
+                 for f in facts]
+        body = f"{len(facts)} stored mentions match; count the distinct events: " + " | ".join(dated)
+    elif facts:
         top = max(facts, key=lambda f: float(getattr(f, "score", 0.0) or 0.0))
         by_id = {f.id: f for f in facts if getattr(f, "id", None)}
         seen = {getattr(top, "id", None)}

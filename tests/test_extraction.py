@@ -271,6 +271,9 @@ def test_image_caption_is_folded_in() -> None:
         ("My dog is named Max.", {"dog's name": "Max"}),
         ("My email is bob@example.com. Write me!", {"email": "bob@example.com"}),
         ("My favorite food is mac and cheese but I eat it rarely.", {"favorite food": "mac and cheese"}),
+        ("My phone number is 555-0142 in case you need to reach me.", {"phone number": "555-0142"}),
+        ("My email is ann@example.org unless it bounces.", {"email": "ann@example.org"}),
+        ("My new phone number is 555-0199.", {"phone number": "555-0199"}),
     ],
 )
 def test_self_stated_attributes(text: str, attributes: dict[str, str]) -> None:

@@ -183,3 +183,28 @@ def test_answer_items_refuses_gold_keys() -> None:
         answer_items([{"qid": "q", "question": "Q?", "category": 1, "context_text": "", "answer": "A"}], None)
     with pytest.raises(KeyError):
         score_items([{"qid": "q", "category": 1, "prediction": "x"}], {})
+
+
+def test_extractive_fast_path_answers_say_what_they_found(make_memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, the attribute look-up answers with its value (not the whole sentence) and
+    the counter lists the matching mentions instead of claiming a count."""
+    from conftest import turn
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    mem = make_memory(hashing=True)
+    mem.add([turn("Maya", "My phone number is 555-0142 in case you need to reach me.", 0, "t1"),
+             turn("Maya", "I went climbing at the gym on Elm Street.", 60 * 24, "t2"),
+             turn("Leo", "Nice, how was climbing with Maya's sister?", 60 * 24 + 1, "t3"),
+             turn("Maya", "I went climbing again tonight!", 60 * 24 * 4, "t4")], user_id="u")
+    mem.flush()
+    phone = mem.answer("What is Maya's phone number?", user_id="u")
+    assert phone.fast_path == "attribute" and phone.mode == "extractive"
+    assert phone.text.startswith(f"{EXTRACTIVE_PREFIX} Maya's phone number: 555-0142 (from: ")
+    mem.add([turn("Maya", "My new phone number is 555-0199.", 60 * 24 * 5, "t5")], user_id="u")
+    mem.flush()  # the newer value of the same attribute wins
+    assert "Maya's phone number: 555-0199" in mem.answer("What is Maya's phone number?", user_id="u").text
+    count = mem.answer("How many times did Maya go climbing?", user_id="u")
+    assert count.fast_path == "counter"
+    assert "stored mentions match; count the distinct events:" in count.text
+    assert "2023-05-09: Maya went climbing at the gym" in count.text and "climbing again tonight" in count.text
