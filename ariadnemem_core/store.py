@@ -612,9 +612,15 @@ class Store:
             self._index(commit.added)
         if commit.merged:
             # A MERGE refreshes the timestamp, which the dense index carries as metadata.
-            with self._dense("update metadata"):
-                col = self._collection(scope.user_id)
-                col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+            try:
+                with self._dense("update metadata"):
+                    col = self._collection(scope.user_id)
+                    col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+            except StoreError:
+                # Mark them for reconcile(), whose upsert carries the fresh metadata.
+                with self._tx() as db:
+                    db.executemany("UPDATE entries SET indexed = 0 WHERE id = ?", [(e.id,) for e in commit.merged])
+                raise
 
     def bump_stats(self, user_id: str, deltas: dict[str, int]) -> None:
         with self._tx() as db:

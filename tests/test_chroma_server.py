@@ -21,6 +21,7 @@ from conftest import turn
 
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder
 from ariadnemem_core.errors import StoreError
+from ariadnemem_core.store import collection_name
 
 chromadb = pytest.importorskip("chromadb")
 CHROMA = shutil.which("chroma")
@@ -247,13 +248,19 @@ class _FlakyCollection:
             raise ConnectionError("connection reset by peer")
         return self._col.upsert(**kwargs)
 
+    def update(self, **kwargs):
+        if self._owner.fail_updates:
+            self._owner.fail_updates -= 1
+            raise TimeoutError("read timed out")
+        return self._col.update(**kwargs)
+
     def __getattr__(self, name):
         return getattr(self._col, name)
 
 
 class _FlakyClient:
     def __init__(self, client) -> None:
-        self._client, self.fail_upserts = client, 0
+        self._client, self.fail_upserts, self.fail_updates = client, 0, 0
 
     def get_or_create_collection(self, *args, **kwargs):
         return _FlakyCollection(self._client.get_or_create_collection(*args, **kwargs), self)
@@ -280,6 +287,27 @@ def test_failed_vector_write_after_commit_is_caught_up(tmp_path: Path, chroma_se
         assert mem.store._read("SELECT COUNT(*) FROM entries WHERE indexed = 0")[0][0] == 0
         counts = [c for n, c in chroma_server.collections().items() if n.startswith(mem.store._chroma_prefix)]
         assert sorted(counts) == sorted([len(stored), len(mem.entries("bob"))])
+
+
+def test_failed_merge_metadata_update_is_caught_up(tmp_path: Path, chroma_server: ChromaServer) -> None:
+    """A MERGE refreshes the old entry's timestamp in the dense index; if that update
+    fails, the entry is marked for re-indexing and the next operation pushes it again."""
+    client = _FlakyClient(chroma_server.client())
+    day = 24 * 60
+    with AriadneMemory(tmp_path / "s", Config(window_size=1), embedder=HashEmbedder(),
+                       chroma_client=client) as mem:
+        mem.add([turn("Bob", "The boat Kestrel is moored in Plymouth harbour.", 0, "m1")], user_id="bob")
+        client.fail_updates = 1
+        with pytest.raises(StoreError, match="failed to update metadata"):
+            mem.add([turn("Bob", "The boat Kestrel is moored in Plymouth harbour.", 3 * day, "m2")], user_id="bob")
+        [entry] = mem.entries("bob")  # merged: one entry, both turns as provenance
+        assert entry.source_turn_ids == ["m1", "m2"]
+        assert mem.store._read("SELECT indexed FROM entries WHERE id = ?", (entry.id,)) == [(0,)]
+        assert mem.retrieve("Where is Kestrel moored?", user_id="bob").facts
+        assert mem.store._read("SELECT indexed FROM entries WHERE id = ?", (entry.id,)) == [(1,)]
+        col = client._client.get_collection(collection_name("bob", mem.store._chroma_prefix))
+        meta = col.get(ids=[entry.id], include=["metadatas"])["metadatas"][0]
+        assert meta["ts"] == pytest.approx(entry.timestamp.timestamp())  # the refreshed timestamp
 
 
 def test_latency_bench_runs_in_server_mode(tmp_path: Path, chroma_server: ChromaServer) -> None:
