@@ -372,15 +372,16 @@ class AriadneMemory:
         with self._write_lock:
             self.store.clear()
 
-    def export(self, path: str | Path) -> int:
-        """Write the whole memory to a JSONL file (embeddings included); returns lines."""
+    def export(self, path: str | Path, *, user_id: str | None = None) -> int:
+        """Write the whole memory, or one user's part of it (``user_id``: a per-user data
+        export), to a JSONL file (embeddings included); returns lines."""
         import json
 
         n = 0
         target = Path(path)
         tmp = target.with_suffix(target.suffix + ".tmp")
         with self._write_lock, tmp.open("w", encoding="utf-8") as fh:
-            for row in self.store.export_rows():
+            for row in self.store.export_rows(user_id):
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
         tmp.replace(target)

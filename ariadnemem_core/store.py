@@ -906,27 +906,33 @@ class Store:
                 db.executemany("DELETE FROM tombstones WHERE entry_id = ?", [(e.id,) for e in entries])
 
     # ------------------------------------------------------------------ export / import
-    def export_rows(self) -> Iterator[dict[str, Any]]:
+    def export_rows(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every record as JSON-able dicts (entries with embeddings, edges, counters,
-        attributes, statistics, pending turns), in a stable order."""
+        attributes, statistics, pending turns), in a stable order; ``user_id``: only that
+        user's records (a per-user data export)."""
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
         yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": self.dim,
                "embedder": self._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]}
-        for row in self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY seq"):
+        for row in self._read(f"SELECT {_ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params):
             yield {"type": "entry", **self._row_to_entry(row).to_dict(with_embedding=True)}
-        for src, dst, kind, user_id, sim, ov, created in self._read(
-                "SELECT src, dst, kind, user_id, similarity, overlap, created_at FROM edges ORDER BY rowid"):
-            yield {"type": "edge", "src": src, "dst": dst, "kind": kind, "user_id": user_id,
+        for src, dst, kind, uid, sim, ov, created in self._read(
+                f"SELECT src, dst, kind, user_id, similarity, overlap, created_at FROM edges {where} ORDER BY rowid",
+                params):
+            yield {"type": "edge", "src": src, "dst": dst, "kind": kind, "user_id": uid,
                    "similarity": sim, "overlap": ov, "created_at": created}
-        for user_id, person, term, entry_id in self._read(
-                "SELECT user_id, person, term, entry_id FROM mentions ORDER BY rowid"):
-            yield {"type": "mention", "user_id": user_id, "person": person, "term": term, "entry_id": entry_id}
-        for row in self._read("SELECT user_id, subject, attribute, value, entry_id, ts FROM attributes "
-                              "ORDER BY rowid"):
+        for uid, person, term, entry_id in self._read(
+                f"SELECT user_id, person, term, entry_id FROM mentions {where} ORDER BY rowid", params):
+            yield {"type": "mention", "user_id": uid, "person": person, "term": term, "entry_id": entry_id}
+        for row in self._read(f"SELECT user_id, subject, attribute, value, entry_id, ts FROM attributes {where} "
+                              "ORDER BY rowid", params):
             yield {"type": "attribute", **dict(zip(("user_id", "subject", "attribute", "value", "entry_id",
                                                      "ts"), row, strict=True))}
-        for user_id, key, value in self._read("SELECT user_id, key, value FROM stats ORDER BY user_id, key"):
-            yield {"type": "stat", "user_id": user_id, "key": key, "value": value}
-        for _seq, scope, turn in self.pending():
+        for uid, key, value in self._read(f"SELECT user_id, key, value FROM stats {where} ORDER BY user_id, key",
+                                          params):
+            yield {"type": "stat", "user_id": uid, "key": key, "value": value}
+        for _seq, scope, turn in self.pending():  # every scope of the user (agents, sessions)
+            if user_id is not None and scope.user_id != user_id:
+                continue
             yield {"type": "pending", "user_id": scope.user_id, "agent_id": scope.agent_id,
                    "session_id": scope.session_id, "turn": turn.to_dict()}
 

@@ -515,6 +515,14 @@ def test_export_import_round_trip(capsys, base: Path, tmp_path: Path, listing) -
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert run_json(capsys, "stats", "--store", fresh)["users"] == run_json(capsys, "stats", "--store", base)["users"]
 
+    # a per-user export holds that user's records only
+    bob_dump = tmp_path / "bob.jsonl"
+    run_json(capsys, "export", bob_dump, "--store", base, "-u", "bob")
+    rows = [json.loads(line) for line in bob_dump.read_text(encoding="utf-8").splitlines()]
+    assert {r["user_id"] for r in rows if "user_id" in r} == {"bob"}
+    assert run_json(capsys, "import", bob_dump, "--store", tmp_path / "bob-only")["entries"] == len(listing["bob"])
+    assert run_json(capsys, "stats", "--store", tmp_path / "bob-only")["users"] == {"bob": len(listing["bob"])}
+
     (tmp_path / "junk.jsonl").write_text('{"hello": 1}\n', encoding="utf-8")
     code, _, err = run(capsys, "import", tmp_path / "junk.jsonl", "--store", tmp_path / "other")
     assert code == 1 and err.startswith("Error:") and "not an ariadnemem export" in err

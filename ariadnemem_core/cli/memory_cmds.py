@@ -291,15 +291,18 @@ def stats(
 def export(
     file: Annotated[Path, typer.Argument(help="JSONL file to write (entries with embeddings, edges, counters).")],
     store: StoreOpt = None,
+    user: Annotated[str | None, typer.Option(
+        "--user", "-u", envvar="ARIADNEMEM_USER", rich_help_panel="Memory",
+        help="Only this user's memories (default: every user).")] = None,
     chroma_host: HostOpt = None,
     chroma_port: PortOpt = 8000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the whole memory (every user) to a JSONL file."""
+    """Write the whole memory, or one user's part of it, to a JSONL file."""
     if not file.parent.expanduser().is_dir():
         raise typer.BadParameter(f"no such directory: {file.parent}", param_hint="FILE")
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
-        n = mem.export(file.expanduser())
+        n = mem.export(file.expanduser(), user_id=user)
     emit_json({"file": str(file), "lines": n}) if as_json else out.print(f"wrote {n} lines to {file}")
 
 
