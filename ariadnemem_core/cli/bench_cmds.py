@@ -18,7 +18,8 @@ from ._common import HostOpt, PortOpt, handle_errors
 
 bench_app = typer.Typer(help="Benchmarks: write JSON + a markdown table to --out.", no_args_is_help=True)
 
-DataArg = Annotated[Path, typer.Argument(help="LoCoMo JSON file (a list of samples).", exists=True, dir_okay=False)]
+DataArg = Annotated[Path, typer.Argument(metavar="PATH", help="LoCoMo JSON file (a list of samples).", exists=True,
+                                         dir_okay=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads (default: torch's).")]
 
@@ -108,8 +109,8 @@ def _llm(needed: bool, base_url: str | None, model: str | None) -> object | None
 @bench_app.command("chart")
 @handle_errors
 def chart(
-    results: Annotated[Path, typer.Argument(help="A results.json written by `bench locomo`.", exists=True,
-                                            dir_okay=False)],
+    results: Annotated[Path, typer.Argument(metavar="RESULTS", help="A results.json written by `bench locomo`.",
+                                            exists=True, dir_okay=False)],
     out_file: Annotated[Path | None, typer.Option("--out", help="PNG to write (default: results.png beside it).")]
     = None,
 ) -> None:

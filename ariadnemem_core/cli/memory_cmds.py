@@ -50,8 +50,9 @@ def register(app: typer.Typer) -> None:
 
 def add(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="Turns: JSONL, JSON (a list or {\"turns\": [...]}) or a LoCoMo "
-                                             "file; - reads stdin.", allow_dash=True)],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", help="Turns: JSONL, JSON (a list or {\"turns\": [...]}) or a LoCoMo file; - reads stdin.",
+        allow_dash=True)],
     store: StoreOpt = None,
     user: UserOpt = "default",
     agent: AgentOpt = None,
@@ -124,7 +125,7 @@ def add(
 
 
 def retrieve(
-    query: Annotated[str, typer.Argument(help="The question.")],
+    query: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.")],
     store: StoreOpt = None,
     user: UserOpt = "default",
     agent: AgentOpt = None,
@@ -151,7 +152,7 @@ def retrieve(
 
 
 def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
+    question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question.")],
     store: StoreOpt = None,
     user: UserOpt = "default",
     agent: AgentOpt = None,
@@ -249,7 +250,7 @@ def entries(
 
 
 def history(
-    entry_id: Annotated[str, typer.Argument(help="An entry id (see `ariadnemem entries`).")],
+    entry_id: Annotated[str, typer.Argument(metavar="ENTRY_ID", help="An entry id (see `ariadnemem entries`).")],
     store: StoreOpt = None,
     user: UserOpt = "default",
     chroma_host: HostOpt = None,
@@ -289,7 +290,8 @@ def stats(
 
 
 def export(
-    file: Annotated[Path, typer.Argument(help="JSONL file to write (entries with embeddings, edges, counters).")],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", help="JSONL file to write (entries with embeddings, edges, counters).")],
     store: StoreOpt = None,
     user: Annotated[str | None, typer.Option(
         "--user", "-u", envvar="ARIADNEMEM_USER", rich_help_panel="Memory",
@@ -307,7 +309,7 @@ def export(
 
 
 def import_(
-    file: Annotated[Path, typer.Argument(help="A JSONL file written by `ariadnemem export`.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A JSONL file written by `ariadnemem export`.")],
     store: StoreOpt = None,
     chroma_host: HostOpt = None,
     chroma_port: PortOpt = 8000,
@@ -362,7 +364,7 @@ def forget(
 
 
 def delete(
-    entry_id: Annotated[str, typer.Argument(help="The entry id to delete.")],
+    entry_id: Annotated[str, typer.Argument(metavar="ENTRY_ID", help="The entry id to delete.")],
     store: StoreOpt = None,
     user: UserOpt = "default",
     chroma_host: HostOpt = None,
