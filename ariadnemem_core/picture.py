@@ -83,7 +83,7 @@ def _path_pairs(graph: EvidenceGraph) -> list[tuple[int, str, str]]:
     return [(k, a, b) for k, p in enumerate(graph.paths) if set(p) <= ids for a, b in itertools.pairwise(p)]
 
 
-def _write(path: str | os.PathLike[str], data: bytes) -> Path:
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write via a temporary sibling and ``os.replace`` (atomic on one file system)."""
     target = Path(path)
     if not target.parent.is_dir():
@@ -490,12 +490,12 @@ def _render(graph: EvidenceGraph, fmt: str, dpi: float = 100) -> bytes:
 
 def to_png(graph: EvidenceGraph, path: str | os.PathLike[str], *, dpi: float = 150) -> Path:
     """Draw the graph to a PNG file; returns the path written."""
-    return _write(path, _render(graph, "png", dpi))
+    return write_atomic(path, _render(graph, "png", dpi))
 
 
 def to_svg(graph: EvidenceGraph, path: str | os.PathLike[str]) -> Path:
     """Draw the graph to an SVG file (text drawn as paths: no font needed to view it); returns the path."""
-    return _write(path, _render(graph, "svg"))
+    return write_atomic(path, _render(graph, "svg"))
 
 
 # ---------------------------------------------------------------- HTML
@@ -567,7 +567,7 @@ def to_html(graph: EvidenceGraph, path: str | os.PathLike[str]) -> Path:
 <details><summary>Mermaid source</summary><pre>{e(to_mermaid(graph))}</pre></details>
 </body></html>
 """
-    return _write(path, page.encode("utf-8"))
+    return write_atomic(path, page.encode("utf-8"))
 
 
 # ---------------------------------------------------------------- dispatch
@@ -584,6 +584,6 @@ def save_picture(graph: EvidenceGraph, path: str | os.PathLike[str]) -> Path:
     if fmt == "html":
         return to_html(graph, target)
     if fmt == "mermaid":
-        return _write(target, to_mermaid(graph).encode("utf-8"))
+        return write_atomic(target, to_mermaid(graph).encode("utf-8"))
     raise InvalidInputError("path", f"unsupported picture suffix {target.suffix or '(none)'!r}; "
                                     f"supported: {', '.join(SUFFIXES)}")

@@ -13,6 +13,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from ..picture import write_atomic
+
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 FAMILY_COLOURS = {"flat-bm25": "#8c8c8c", "flat-dense": "#55a868", "flat-hybrid": "#dd8452"}
 OURS_COLOUR = "#4c72b0"
@@ -86,8 +88,4 @@ def recall_chart(results: dict[str, Any], path: str | Path, *, dpi: float = 150)
                  f"{ds.get('questions_scored', '?')} questions with evidence", fontsize=12, x=0.01, ha="left")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(target)
-    return target
+    return write_atomic(path, buf.getvalue())

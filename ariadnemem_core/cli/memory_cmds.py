@@ -211,7 +211,9 @@ def _check_picture(picture: Path | None) -> None:
     """Reject a bad --picture before any work (suffix, missing directory)."""
     if picture is None:
         return
-    if picture.suffix.lower() not in {".png", ".svg", ".html", ".htm", ".mmd", ".mermaid"}:
+    from ..picture import SUFFIXES
+
+    if picture.suffix.lower() not in SUFFIXES:
         raise typer.BadParameter("the file must end in .png, .svg, .html or .mmd", param_hint="--picture")
     if not picture.parent.expanduser().is_dir():
         raise typer.BadParameter(f"no such directory: {picture.parent}", param_hint="--picture")
