@@ -44,6 +44,9 @@ StoreOpt = Annotated[Path | None, typer.Option(
     help="Memory directory (env ARIADNEMEM_STORE; default ~/.local/share/ariadnemem).")]
 UserOpt = Annotated[str, typer.Option(
     "--user", "-u", envvar=ENV_USER, rich_help_panel="Memory", help="User id: whose memories.")]
+#: ``stats`` and ``export``: one user, or (the default) the whole store.
+AllUsersOpt = Annotated[str | None, typer.Option(
+    "--user", "-u", envvar=ENV_USER, rich_help_panel="Memory", help="Only this user (default: every user).")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", rich_help_panel="Memory", help="Agent id (scope).")]
 SessionOpt = Annotated[str | None, typer.Option("--session", rich_help_panel="Memory", help="Session id (scope).")]
 HostOpt = Annotated[str | None, typer.Option(

@@ -45,16 +45,18 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
         raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data: Any = None  # the parsed document, when sniffing already parsed it
     if fmt == "auto":
-        fmt = _sniff(path, raw)
+        fmt, data = _sniff(path, raw)
     if fmt == "jsonl":
         if conversations:
             raise InputFileError("--conversation applies to LoCoMo files only")
         return [Batch(user_id, _jsonl_turns(raw, name), name)]
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(f"{name} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})") from None
+    if data is None:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputFileError(f"{name} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})") from None
     if fmt == "locomo" or _looks_like_locomo(data):
         return _locomo_batches(data, name, user_id if user_given else None, conversations)
     if conversations:
@@ -66,23 +68,25 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
     return [Batch(user_id, [_turn(item, f"{name} item {i}") for i, item in enumerate(items)], name)]
 
 
-def _sniff(path: Path, raw: str) -> Format:
+def _sniff(path: Path, raw: str) -> tuple[Format, Any]:
     """``auto``: JSONL by suffix, else by content. Text starting with ``{`` that is one
     object per line (``cat turns.jsonl | ariadnemem add -``, a single turn, a ``.txt``) is
-    JSONL, not a broken JSON document."""
+    JSONL, not a broken JSON document. Returns the format and, if it had to parse a JSON
+    document to decide, that document (so it is parsed once), else None."""
     if path.suffix.lower() in {".jsonl", ".ndjson"}:
-        return "jsonl"
+        return "jsonl", None
     text = raw.lstrip()
     if not text.startswith(("[", "{")):
-        return "jsonl"
+        return "jsonl", None
     if text.startswith("{"):
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
-            return "jsonl" if exc.msg == "Extra data" else "json"
+            return ("jsonl" if exc.msg == "Extra data" else "json"), None
         if isinstance(data, Mapping) and "turns" not in data and "conversation" not in data:
-            return "jsonl"  # one turn object
-    return "json"
+            return "jsonl", None  # one turn object
+        return "json", data
+    return "json", None
 
 
 def _jsonl_turns(raw: str, name: str) -> list[Turn]:

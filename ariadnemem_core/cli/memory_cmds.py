@@ -14,7 +14,9 @@ import typer
 from rich.text import Text
 
 from ._common import (
+    ENV_USER,
     AgentOpt,
+    AllUsersOpt,
     HostOpt,
     JsonOpt,
     PortOpt,
@@ -272,8 +274,7 @@ def history(
 
 def stats(
     store: StoreOpt = None,
-    user: Annotated[str | None, typer.Option(
-        "--user", "-u", envvar="ARIADNEMEM_USER", help="One user's counters (default: the whole store).")] = None,
+    user: AllUsersOpt = None,
     chroma_host: HostOpt = None,
     chroma_port: PortOpt = 8000,
     as_json: JsonOpt = False,
@@ -295,9 +296,7 @@ def export(
     file: Annotated[Path, typer.Argument(
         metavar="FILE", help="JSONL file to write (entries with embeddings, edges, counters).")],
     store: StoreOpt = None,
-    user: Annotated[str | None, typer.Option(
-        "--user", "-u", envvar="ARIADNEMEM_USER", rich_help_panel="Memory",
-        help="Only this user's memories (default: every user).")] = None,
+    user: AllUsersOpt = None,
     chroma_host: HostOpt = None,
     chroma_port: PortOpt = 8000,
     as_json: JsonOpt = False,
@@ -341,7 +340,7 @@ def import_(
 
 
 def forget(
-    user: Annotated[str, typer.Option("--user", "-u", envvar="ARIADNEMEM_USER", help="Whose memories (required).")],
+    user: Annotated[str, typer.Option("--user", "-u", envvar=ENV_USER, help="Whose memories (required).")],
     store: StoreOpt = None,
     agent: AgentOpt = None,
     session: SessionOpt = None,
