@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -393,27 +393,8 @@ class AriadneMemory:
         One transaction: a malformed line (named with its number), an export of another
         embedder, or entries this memory already holds raise and import nothing.
         """
-        import json
-
-        def rows():
-            with Path(path).open(encoding="utf-8") as fh:
-                first = True
-                for lineno, line in enumerate(fh, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise InvalidInputError(f"{path} line {lineno}", f"invalid JSON ({exc.msg})") from None
-                    if first and not (isinstance(row, dict) and row.get("type") == "meta"):
-                        raise InvalidInputError(str(path), "not an ariadnemem export (no meta record first)")
-                    if not isinstance(row, dict):
-                        raise InvalidInputError(f"{path} line {lineno}", "expected a JSON object")
-                    first = False
-                    yield row
-
         with self._write_lock:
-            return self.store.import_rows(rows())
+            return self.store.import_rows(read_export(path))
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
@@ -468,6 +449,32 @@ class AriadneMemory:
 
 
 # ---------------------------------------------------------------------- helpers
+def read_export(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The records of a JSONL export, checked as they are read: a malformed line raises
+    :class:`InvalidInputError` naming it, and so does a file whose first record is not the
+    export's meta record (not an export at all). An empty file yields nothing."""
+    import json
+
+    with Path(path).open(encoding="utf-8") as fh:
+        first = True
+        try:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"{path} line {lineno}", f"invalid JSON ({exc.msg})") from None
+                if first and not (isinstance(row, dict) and row.get("type") == "meta"):
+                    raise InvalidInputError(str(path), "not an ariadnemem export (no meta record first)")
+                if not isinstance(row, dict):
+                    raise InvalidInputError(f"{path} line {lineno}", "expected a JSON object")
+                first = False
+                yield row
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(str(path), f"not UTF-8 text ({exc.reason})") from None
+
+
 def _normalize_turns(turns: Any) -> list[Turn]:
     """Validate a whole batch up front (see ``add``): every problem is an
     :class:`InvalidInputError` naming the turn and field, raised before anything is stored."""

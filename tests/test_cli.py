@@ -527,6 +527,11 @@ def test_export_import_round_trip(capsys, base: Path, tmp_path: Path, listing) -
     code, _, err = run(capsys, "import", tmp_path / "junk.jsonl", "--store", tmp_path / "other")
     assert code == 1 and err.startswith("Error:") and "not an ariadnemem export" in err
     assert not (tmp_path / "other").exists()  # a wrong file creates no empty memory
+    for name, data in (("binary.jsonl", b"\xff\xfe{bad"), ("empty.jsonl", b"")):
+        (tmp_path / name).write_bytes(data)
+        code, _, err = run(capsys, "import", tmp_path / name, "--store", tmp_path / "other")
+        assert code == 1 and err.startswith("Error:") and "Traceback" not in err, (name, err)
+    assert not (tmp_path / "other").exists()
     code, _, _ = run(capsys, "import", tmp_path / "absent.jsonl", "--store", tmp_path / "other")
     assert code == 2
     code, _, _ = run(capsys, "export", tmp_path / "no-dir" / "x.jsonl", "--store", base)

@@ -321,19 +321,16 @@ def import_(
     All or nothing: a malformed line, another embedder's export, or entries the memory
     already holds (the same export twice) is an error and imports nothing.
     """
-    import json
+    from contextlib import closing
+
+    from ..memory import read_export
 
     if not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
-    # Look at the first record before opening (and so creating) a store for a wrong file.
-    with file.open(encoding="utf-8", errors="replace") as fh:
-        first = next((line for line in fh if line.strip()), "")
-    try:
-        meta = json.loads(first)
-    except json.JSONDecodeError:
-        meta = None
-    if not (isinstance(meta, dict) and meta.get("type") == "meta"):
-        raise fail(f"{file}: not an ariadnemem export (its first line is not the export's meta record)")
+    # Read the first record before opening (and so creating) a store for a wrong file.
+    with closing(read_export(file)) as records:
+        if next(records, None) is None:
+            raise fail(f"{file}: not an ariadnemem export (it is empty)")
     with open_memory(store, chroma_host, chroma_port) as mem:
         n = mem.import_(file)
     emit_json({"file": str(file), "entries": n}) if as_json else out.print(f"imported {n} entries from {file}")
