@@ -106,6 +106,30 @@ def _llm(needed: bool, base_url: str | None, model: str | None) -> object | None
     return LLMClient(base_url=base_url, model=model)
 
 
+@bench_app.command("beam")
+@handle_errors
+def beam(
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="BEAM folder (holding 100K/N/chat.json) or one "
+                                         "conversation folder.", exists=True, file_okay=False)],
+    conversations: Annotated[list[str] | None, typer.Option(
+        "--conversations", help="Conversation folder names, comma-separated (default: all).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/beam"),
+    store: Annotated[Path | None, typer.Option(
+        "--store", help="Keep the memory under DIR (default: a temporary directory).")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """BEAM evidence recall on user-assistant conversations vs flat baselines at equal token budgets."""
+    from ..bench.beam import beam_markdown, run_beam
+
+    try:
+        res = run_beam(path, conversations=_csv(conversations) or None, out_dir=out_dir, store=store,
+                       progress=not quiet)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--conversations") from None
+    print(beam_markdown(res))
+    print(f"wrote {out_dir / 'results.md'}, results.json, questions.jsonl, diagnostics.jsonl, results.png")
+
+
 @bench_app.command("chart")
 @handle_errors
 def chart(

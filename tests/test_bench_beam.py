@@ -1,0 +1,90 @@
+"""The BEAM bench on a tiny synthetic BEAM-shaped conversation (offline, hashing embedder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ariadnemem_core import HashEmbedder
+from ariadnemem_core.bench.beam import fill_budget, load_beam, run_beam, strip_marker
+from ariadnemem_core.models import MAX_TEXT_CHARS
+
+MESSAGES = [
+    ("user", "I'm planning my budget tracker project; the first sprint ends on March 29. ->-> 1,1"),
+    ("assistant", "## Plan\n\n- Set up Flask\n- Add login\n\n```python\napp = Flask(__name__)\n```\n->-> 1,1"),
+    ("user", "Our team uses PostgreSQL for the database. ->-> 1,2"),
+    ("assistant", "Great choice! PostgreSQL works well with SQLAlchemy. ->-> 1,2"),
+    ("user", "Update: the first sprint now ends on April 2 instead. ->-> 2,1"),
+    ("assistant", "Noted, the sprint end moved to April 2. ->-> 2,1"),
+]
+
+
+def _write(folder: Path, *, long_message: bool = False) -> Path:
+    conv = folder / "100K" / "1"
+    conv.mkdir(parents=True)
+    msgs = []
+    for i, (role, text) in enumerate(MESSAGES):
+        m = {"role": role, "id": i, "content": text}
+        if i in (0, 4):
+            m["time_anchor"] = "March-15-2024" if i == 0 else "April-01-2024"
+        msgs.append(m)
+    if long_message:
+        msgs.append({"role": "user", "id": 6, "content": "log line. " * (MAX_TEXT_CHARS // 10 + 50)})
+    chat = [{"batch_number": 1, "time_anchor": None, "turns": [msgs[:4]]},
+            {"batch_number": 2, "time_anchor": None, "turns": [msgs[4:]]}]
+    (conv / "chat.json").write_text(json.dumps(chat), encoding="utf-8")
+    questions = {
+        "information_extraction": [{"question": "Which database does the team use?", "source_chat_ids": [2, 99]}],
+        "knowledge_update": [{"question": "When does the first sprint end?",
+                              "source_chat_ids": {"original_info": [0], "updated_info": [4]}}],
+        "abstention": [{"question": "What is my cat's name?", "source_chat_ids": None}],
+    }
+    (conv / "probing_questions.json").write_text(json.dumps(questions), encoding="utf-8")
+    return folder
+
+
+def test_loader_strips_markers_dates_messages_and_counts_bad_ids(tmp_path: Path) -> None:
+    [conv] = load_beam(_write(tmp_path, long_message=True))
+    assert [t.turn_id for t in conv.turns] == [str(i) for i in range(7)]
+    assert conv.turns[0].text.endswith("March 29.")
+    assert "->->" not in conv.turns[1].text
+    assert conv.turns[0].timestamp is not None and conv.turns[0].timestamp.month == 3
+    assert conv.turns[3].timestamp > conv.turns[2].timestamp  # order kept inside a batch
+    assert conv.turns[4].timestamp.month == 4  # a new anchor
+    assert len(conv.turns[6].text) == MAX_TEXT_CHARS and conv.cut_messages[0][0] == "6"
+    ie, ku, ab = conv.questions
+    assert ie.evidence == ["2"] and conv.skipped_ids == 1  # id 99 does not exist
+    assert ku.evidence == ["0", "4"] and ku.updated == ["4"]
+    assert ab.evidence == []
+
+
+def test_strip_marker_and_greedy_fill() -> None:
+    assert strip_marker("Hello there ->-> 3,12") == "Hello there"
+    assert strip_marker("a -> b") == "a -> b"
+    # rank order 0, 1, 2: 1 does not fit after 0, 2 still does
+    assert fill_budget([0, 1, 2], [300, 400, 150], 500) == [0, 2]
+
+
+def test_run_beam_writes_results_with_targets_and_diagnostics(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = run_beam(_write(tmp_path / "data"), out_dir=out, embedder=HashEmbedder(), progress=False)
+    for name in ("results.json", "results.md", "questions.jsonl", "diagnostics.jsonl", "results.png"):
+        assert (out / name).is_file()
+    systems = res["systems"]
+    assert set(systems) == {"AriadneMem", "flat-dense@500", "flat-dense@1500", "flat-hybrid@500",
+                            "flat-hybrid@1500"}
+    ours = systems["AriadneMem"]
+    assert ours["summary"]["overall"]["n"] == 2  # the abstention question has no evidence
+    assert ours["summary"]["tokens_max"] <= 500
+    assert ours["ingest"]["messages"] == 6 and ours["ingest"]["ingest_over_embed_once"] > 0
+    assert ours["latency"]["warm_p50_ms"] is not None
+    flat = systems["flat-hybrid@500"]["summary"]
+    assert flat["tokens_max"] <= 500 and flat["overall"]["recall"] is not None
+    assert "| AriadneMem |" in (out / "results.md").read_text(encoding="utf-8")
+
+
+def test_unknown_conversation_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown conversations"):
+        load_beam(_write(tmp_path), ["7"])
