@@ -28,7 +28,6 @@ Two guards the paper leaves implicit:
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from enum import StrEnum
 
 from .config import Config
 from .models import Entry
+from .text import MONTHS, WEEKDAYS, stem
 
 
 class Action(StrEnum):
@@ -50,19 +50,6 @@ class CoarsenDecision:
     target_id: str | None = None
     similarity: float = 0.0
     overlap: float = 0.0
-
-
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    from nltk.stem import PorterStemmer
-
-    return PorterStemmer()
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Porter stem of a lowercased word (cached: the vocabulary of a memory is small)."""
-    return _stemmer().stem(word.lower())
 
 
 def terms(entry: Entry) -> frozenset[str]:
@@ -93,10 +80,7 @@ def different_subjects(a: Entry, b: Entry) -> bool:
 
 
 _VALUE_TOKEN = re.compile(r"\b\w*\d\w*\b")
-_CALENDAR = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday".split()
-)
+_CALENDAR = frozenset(MONTHS) | frozenset(WEEKDAYS)
 _WORD = re.compile(r"[a-z]+")
 
 

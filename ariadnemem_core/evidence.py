@@ -7,14 +7,13 @@ serialization handed to a generator; ``to_dict()`` is JSON-serializable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
 Role = Literal["terminal", "bridge", "update"]
-EdgeKind = Literal["entity", "temporal", "bridge", "update"]
 
 
 @dataclass(slots=True)
@@ -104,6 +103,61 @@ class EvidenceGraph:
         from .picture import to_html
 
         return to_html(self, path)
+
+    # Truncation, for callers with a tighter budget than the memory's (a host framework's
+    # context window): the same rule as the memory's own node budget.
+    def truncation_order(self) -> list[set[str]]:
+        """Groups of fact ids to drop one after the other, least relevant first.
+
+        An outdated fact is never shown without its newer state (the rule the memory's
+        own node budget follows): a fact ranks by the best score among itself and the
+        older states it supersedes, and dropping it drops those older states with it.
+        Ties: older facts first.
+
+        Returns:
+            Disjoint groups covering every fact; drop a prefix of them with :meth:`without`.
+        """
+        older: dict[str, list[str]] = {}
+        for f in self.facts:
+            if f.superseded_by:
+                older.setdefault(f.superseded_by, []).append(f.id)
+
+        def chain(fid: str) -> set[str]:
+            out, stack = {fid}, [fid]
+            while stack:
+                for o in older.get(stack.pop(), ()):
+                    if o not in out:
+                        out.add(o)
+                        stack.append(o)
+            return out
+
+        score = {f.id: f.score for f in self.facts}
+        order = {f.id: i for i, f in enumerate(self.facts)}
+        key = {f.id: max(score[i] for i in chain(f.id)) for f in self.facts}
+        groups: list[set[str]] = []
+        done: set[str] = set()
+        for fid in sorted(key, key=lambda i: (key[i], order[i])):
+            if fid in done:
+                continue
+            group = chain(fid) - done
+            done |= group
+            groups.append(group)
+        return groups
+
+    def without(self, drop: set[str]) -> EvidenceGraph:
+        """A copy without the facts in ``drop`` (nor the edges and paths through them).
+
+        Args:
+            drop: fact ids, usually a prefix of :meth:`truncation_order`'s groups.
+
+        Returns:
+            A new graph; labels are kept (F1, F3, ...) so they still match this graph.
+        """
+        facts = [replace(f, superseded_by=None if f.superseded_by in drop else f.superseded_by)
+                 for f in self.facts if f.id not in drop]
+        edges = [e for e in self.edges if e[0] not in drop and e[1] not in drop]
+        paths = [p for p in self.paths if not drop.intersection(p)]
+        return replace(self, facts=facts, edges=edges, paths=paths, _text=None)
 
     def to_dict(self) -> dict[str, Any]:
         return {

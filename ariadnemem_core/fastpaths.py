@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .coarsening import stem
 from .models import Scope
 from .store import Store
+from .text import stem
 
 _COUNT_Q = re.compile(r"\bhow (?:many times|often)\b", re.I)
 _POSSESSIVE = re.compile(r"\b([A-Z][a-zA-Z-]+)(?:'s|’s)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)")
@@ -60,8 +60,8 @@ def counter_fast_path(store: Store, scope: Scope, query: str, known_persons: set
         return None
     ids = store.mentions(scope.user_id, person, terms)
     if scope.agent_id or scope.session_id:
-        allowed = {e.id for e in store.entries(scope)}
-        ids = [i for i in ids if i in allowed]
+        found = store.get(ids, scope.user_id)
+        ids = [i for i in ids if i in found and scope.matches(found[i])]
     if not ids:
         return None
     return FastPathResult("counter", ids, {"person": person, "terms": terms, "count": len(ids)})

@@ -92,14 +92,10 @@ class LLMUsage:
         out["seconds"] = round(float(out["seconds"]), 6)
         return out
 
-    def reset(self) -> None:
-        with self._lock:
-            self._totals = dict.fromkeys(self.KEYS, 0)
-
 
 @dataclass(slots=True)
 class LLMResponse:
-    """One completed call: the raw text, the parsed JSON (``chat_json`` only) and its cost."""
+    """One completed call: the raw text, the parsed JSON (``complete_json`` only) and its cost."""
 
     text: str
     data: Any = None
@@ -322,13 +318,6 @@ class LLMClient:
         return self._usage.as_dict()
 
     @property
-    def usage_tracker(self) -> LLMUsage:
-        return self._usage
-
-    def reset_usage(self) -> None:
-        self._usage.reset()
-
-    @property
     def json_mode(self) -> bool:
         """Whether ``response_format`` is still being sent (False once a server rejected it)."""
         return self._json_mode
@@ -506,16 +495,6 @@ class LLMClient:
                              temperature: float | None = None) -> LLMResponse:
         return await self.achat(messages, json_mode=True, max_tokens=max_tokens, temperature=temperature,
                                 parse=True)
-
-    def chat_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                  temperature: float | None = None) -> Any:
-        """The parsed JSON reply (usually a dict) of one JSON-mode call."""
-        return self.complete_json(messages, max_tokens=max_tokens, temperature=temperature).data
-
-    async def achat_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                         temperature: float | None = None) -> Any:
-        """Async :meth:`chat_json`."""
-        return (await self.acomplete_json(messages, max_tokens=max_tokens, temperature=temperature)).data
 
     def close(self) -> None:
         """Close the sync SDK client if this object created it."""

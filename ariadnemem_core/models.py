@@ -319,3 +319,17 @@ class Scope:
                 raise InvalidInputError(name, f"expected str or None, got {type(value).__name__}")
             if value is not None:
                 check_unicode(value, name)  # hashed into index names: must encode as UTF-8
+
+    def matches(self, entry: Entry) -> bool:
+        """Whether ``entry`` belongs to this scope: the same user and, when this scope
+        names them, the same agent and session (the filter every read applies).
+
+        Args:
+            entry: a stored entry.
+
+        Returns:
+            True when the entry may be shown to a reader of this scope.
+        """
+        return (entry.user_id == self.user_id
+                and (self.agent_id is None or entry.agent_id == self.agent_id)
+                and (self.session_id is None or entry.session_id == self.session_id))

@@ -11,7 +11,6 @@ that are sub-sequences of a better path are dropped.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable
 
@@ -33,19 +32,16 @@ def directed_graph(entries: dict[str, Entry], edges: Iterable[tuple[str, str, st
             d.add_edge(src, dst, kind=kind)
             continue
         a, b = entries[src], entries[dst]
-        if _order_key(a) <= _order_key(b):
+        if order_key(a) <= order_key(b):
             d.add_edge(src, dst, kind=kind)
         else:
             d.add_edge(dst, src, kind=kind)
     return d
 
 
-def _order_key(e: Entry) -> tuple[float, int]:
+def order_key(e: Entry) -> tuple[float, int]:
+    """Time order of entries: by timestamp (undated last), then by arrival (``seq``)."""
     return (e.timestamp.timestamp() if e.timestamp else math.inf, e.seq)
-
-
-def _consistent(a: Entry, b: Entry) -> bool:
-    return a.timestamp is None or b.timestamp is None or a.timestamp <= b.timestamp
 
 
 def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float],
@@ -103,23 +99,6 @@ def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float
         if len(kept) >= limit:
             break
     return kept
-
-
-def _informative(path: list[str], d: nx.DiGraph) -> bool:
-    """A reasoning path uses at least one non-temporal edge (shared entity, bridge or
-    update): a chain of merely consecutive memories is the timeline, not a reasoning step."""
-    return any(d.edges[a, b]["kind"] != "temporal" for a, b in itertools.pairwise(path))
-
-
-def _path_score(path: list[str], d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float]) -> float:
-    hops = len(path) - 1
-    mean = sum(scores.get(n, 0.0) for n in path) / len(path)
-    stamps = [entries[n].timestamp for n in path if entries[n].timestamp is not None]
-    span_days = (max(stamps) - min(stamps)).total_seconds() / 86400 if len(stamps) > 1 else 0.0
-    coherence = 1.0 / (1.0 + span_days / 7.0)
-    kinds = {d.edges[a, b]["kind"] for a, b in itertools.pairwise(path)}
-    structural = 1.2 if kinds & {"bridge", "update"} else 1.0
-    return mean * (1.0 + 0.25 * (hops - 1)) * (0.5 + 0.5 * coherence) * structural
 
 
 def _is_subsequence(short: list[str], long: list[str]) -> bool:

@@ -24,7 +24,6 @@ import math
 import os
 import re
 import textwrap
-import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .evidence import EvidenceGraph, Fact
+
+from .files import write_atomic
 
 #: Role -> (matplotlib marker, colour, legend text). Shape *and* colour differ, so the
 #: roles stay distinguishable in grey-scale prints and for colour-blind readers.
@@ -81,23 +82,6 @@ def _path_pairs(graph: EvidenceGraph) -> list[tuple[int, str, str]]:
     """(path index, a, b) for every consecutive pair of every path whose facts are all shown."""
     ids = {f.id for f in graph.facts}
     return [(k, a, b) for k, p in enumerate(graph.paths) if set(p) <= ids for a, b in itertools.pairwise(p)]
-
-
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write via a temporary sibling and ``os.replace`` (atomic on one file system)."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {target}: directory {target.parent} does not exist")
-    # open(..., "xb") rather than mkstemp: the file gets the umask's usual mode, not 0600.
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
 
 
 # ---------------------------------------------------------------- Mermaid

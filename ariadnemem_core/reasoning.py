@@ -8,21 +8,20 @@ only wires them and records per-step timings in ``graph.stats``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import bridges as bridges_mod
 from . import paths as paths_mod
+from .config import Config
+from .embedding import Embedder
 from .evidence import EvidenceGraph, Fact
 from .fastpaths import try_fast_paths
 from .models import Entry, Scope
-from .retrieval import hybrid_search
+from .retrieval import Candidate, hybrid_search
 from .serialize import date_line, fact_line
+from .store import Store
 from .tokens import count_tokens
-
-if TYPE_CHECKING:
-    from .memory import AriadneMemory
 
 #: Most newer states pulled in to show the latest value of kept facts.
 MAX_UPDATE_FOLLOW = 4
@@ -36,10 +35,22 @@ OVERHEAD_TOKENS = 20
 UPDATE_MARKER_TOKENS = 11
 
 
-def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
+def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query: str, scope: Scope, *,
                          query_vector: np.ndarray | None = None) -> EvidenceGraph:
-    cfg = mem.config
-    store = mem.store
+    """The query's connected evidence graph, with no LLM call.
+
+    Args:
+        store: the memory's store (records, lexical and dense indexes).
+        embedder: embeds the query when ``query_vector`` is not given.
+        config: retrieval, graph and budget parameters.
+        query: the (already validated) question.
+        scope: whose memories may be used; nothing outside it is ever read into the graph.
+        query_vector: the query's embedding, if the caller has it.
+
+    Returns:
+        The evidence graph; ``graph.stats`` holds per-step timings and counts.
+    """
+    cfg = config
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     known_persons = store.known_persons(scope.user_id)
@@ -56,12 +67,12 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
                 return graph
 
     t = time.perf_counter()
-    qvec = query_vector if query_vector is not None else mem.embedder.embed([query])[0]
+    qvec = query_vector if query_vector is not None else embedder.embed([query])[0]
     timings["ms_embed"] = _ms(t)
 
     t = time.perf_counter()
     cands, q_entities = hybrid_search(store, scope, query, qvec, cfg, known_persons)
-    cands = [c for c in cands if _scope_ok(c.entry, scope)]
+    cands = [c for c in cands if scope.matches(c.entry)]
     timings["ms_retrieve"] = _ms(t)
     if not cands:
         graph = EvidenceGraph(query=query)
@@ -121,7 +132,7 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
         for dst in dsts:
             edges.append((src, dst, "update"))
             scores.setdefault(dst, scores.get(src, 0.0))
-    keep = _budget(entries, scores, chains, newer, mem)
+    keep = _budget(entries, scores, chains, newer, cfg)
     for node in list(keep):
         unit = _unit(node, chains, entries)
         if len(unit) == 2 and unit[1] in keep and unit[1] not in chains.get(node, ()):
@@ -143,8 +154,8 @@ def build_evidence_graph(mem: AriadneMemory, query: str, scope: Scope, *,
     return graph
 
 
-def _add_replies(store, scope: Scope, top: list, entries: dict[str, Entry],
-                 scores: dict[str, float], roles: dict[str, str], cfg) -> None:
+def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict[str, Entry],
+                 scores: dict[str, float], roles: dict[str, str], cfg: Config) -> None:
     """Dialogue adjacency: the turn that answers a strong hit often holds the evidence
     ("How does Jon feel about the opening?" -> the reply "I'm excited!")."""
     for cand in top:
@@ -161,13 +172,13 @@ def _add_replies(store, scope: Scope, top: list, entries: dict[str, Entry],
                 break
             if e.speaker == src.speaker:
                 break
-            if e.id not in entries and _scope_ok(e, scope):
+            if e.id not in entries and scope.matches(e):
                 entries[e.id] = e
                 scores[e.id] = cand.score * cfg.reply_weight
                 roles[e.id] = "terminal"
 
 
-def _newer_states(store, scope: Scope, entries: dict[str, Entry]
+def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
                   ) -> tuple[dict[str, Entry], dict[str, list[str]]]:
     """Latest state: follow persisted update edges (old -> new) from the candidates.
 
@@ -203,18 +214,17 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) ->
                 reach.append(nxt)
     if len(reach) == 1:
         return reach
-    latest = max(reach[1:], key=lambda n: paths_mod._order_key(entries[n]))
+    latest = max(reach[1:], key=lambda n: paths_mod.order_key(entries[n]))
     return [node, latest]
 
 
 def _budget(entries: dict[str, Entry], scores: dict[str, float],
-            chains: dict[str, list[str]], newer: dict[str, Entry], mem: AriadneMemory) -> list[str]:
+            chains: dict[str, list[str]], newer: dict[str, Entry], cfg: Config) -> list[str]:
     """Nodes kept, best-scored first, within the node budget [min_nodes, max_nodes] and,
     past min_nodes, the token budget. A node always comes with its newer states (so a
     stale fact is never shown alone). Paths are kept afterwards only if all their nodes
     made it: giving whole paths priority spent the budget on weak links (on the LoCoMo
     dev set, path priority cost 9 points of evidence recall)."""
-    cfg = mem.config
     # No token for the joining newline: cl100k merges it into the previous line's last token.
     cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00"))) for i, e in entries.items()}
     days = {i: date_line(_fact(e, 0.0, "terminal", "F00")) for i, e in entries.items()}
@@ -271,7 +281,7 @@ def _fit_paths(query: str, entries: dict[str, Entry], scores: dict[str, float], 
 
 def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
               edges: list[tuple[str, str, str]], paths: list[list[str]]) -> EvidenceGraph:
-    ordered = sorted(entries.values(), key=paths_mod._order_key)
+    ordered = sorted(entries.values(), key=paths_mod.order_key)
     facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}")
              for n, e in enumerate(ordered, 1)]
     newer = {}
@@ -288,14 +298,8 @@ def _fact(e: Entry, score: float, role: str, label: str) -> Fact:
                 score=score, role=role, label=label, speaker=e.speaker)  # type: ignore[arg-type]
 
 
-def _scope_ok(entry: Entry, scope: Scope) -> bool:
-    return (entry.user_id == scope.user_id
-            and (scope.agent_id is None or entry.agent_id == scope.agent_id)
-            and (scope.session_id is None or entry.session_id == scope.session_id))
-
-
 def _in_scope(found: dict[str, Entry], scope: Scope) -> dict[str, Entry]:
-    return {i: e for i, e in found.items() if _scope_ok(e, scope)}
+    return {i: e for i, e in found.items() if scope.matches(e)}
 
 
 def _ms(t: float) -> float:

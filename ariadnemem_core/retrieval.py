@@ -9,7 +9,6 @@ never mentions her), and downweighted when they only ask a question.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,15 +16,7 @@ import numpy as np
 from .config import Config
 from .models import Entry, Scope
 from .store import Store
-
-_CAPITALIZED = re.compile(r"\b([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
-_NOT_ENTITIES = frozenset(
-    "i what when where which who whom whose why how is are was were do does did can could "
-    "would should will has have had the a an in on at of for to and or but if my your his her "
-    "their our its this that these those there here monday tuesday wednesday thursday friday "
-    "saturday sunday january february march april may june july august september october "
-    "november december".split()
-)
+from .text import query_entities
 
 
 @dataclass(slots=True)
@@ -39,34 +30,9 @@ class Candidate:
     has_entity: bool = True
 
 
-def query_entities(query: str, known_persons: set[str]) -> list[str]:
-    """Entities a question names: known persons (any case) and capitalized phrases."""
-    found: list[str] = []
-    lowered = query.lower()
-    for person in known_persons:
-        if len(person) > 1 and re.search(rf"\b{re.escape(person)}\b", lowered):
-            found.append(person)
-    for match in _CAPITALIZED.finditer(query):
-        phrase = match.group(1).strip("'’-").rstrip("s'’") if match.group(1).endswith(("'s", "’s")) \
-            else match.group(1).strip("'’-")
-        words = [w for w in phrase.split() if w.lower() not in _NOT_ENTITIES]
-        if words:
-            found.append(" ".join(words).lower())
-    return list(dict.fromkeys(found))
-
-
 def mentions_any(entry: Entry, entities: list[str]) -> bool:
     hay = " ".join([entry.text, *entry.persons, *entry.entities, entry.speaker or ""]).lower()
     return any(e in hay for e in entities)
-
-
-def dense_candidates(store: Store, scope: Scope, qvec: np.ndarray, k: int) -> list[tuple[str, float]]:
-    hits = store.dense_search(scope, qvec[None, :], k)
-    return hits[0] if hits else []
-
-
-def lexical_candidates(store: Store, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
-    return store.lexical_search(scope, query, k)
 
 
 def fuse(
@@ -106,8 +72,9 @@ def fuse(
 def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, config: Config,
                   known_persons: set[str]) -> tuple[list[Candidate], list[str]]:
     """Terminals for a query: (scored candidates best first, the query's entities)."""
-    dense = dense_candidates(store, scope, qvec, config.k_sem)
-    lexical = lexical_candidates(store, scope, query, config.k_lex)
+    hits = store.dense_search(scope, qvec[None, :], config.k_sem)
+    dense = hits[0] if hits else []
+    lexical = store.lexical_search(scope, query, config.k_lex)
     entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id, cached=True)
     entities = query_entities(query, known_persons)
     return fuse(entries, dense, lexical, qvec, entities, config), entities

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from dataclasses import replace
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -133,51 +132,3 @@ def paths_text(graph: EvidenceGraph) -> str | None:
 def paths_metadata(graph: EvidenceGraph) -> dict[str, Any]:
     return {"source": "ariadnemem", "kind": "paths", "query": graph.query,
             "paths": [list(p) for p in graph.paths], "fast_path": graph.fast_path}
-
-
-def drop_facts(graph: EvidenceGraph, drop: set[str]) -> EvidenceGraph:
-    """A copy of ``graph`` without the facts in ``drop`` (nor edges/paths through them).
-
-    Labels are kept (F1, F3, ...) so they still match the untruncated graph. Serialize
-    the result with its own ``to_text()``.
-    """
-    facts = [replace(f, superseded_by=None if f.superseded_by in drop else f.superseded_by)
-             for f in graph.facts if f.id not in drop]
-    edges = [e for e in graph.edges if e[0] not in drop and e[1] not in drop]
-    paths = [p for p in graph.paths if not drop.intersection(p)]
-    return replace(graph, facts=facts, edges=edges, paths=paths, _text=None)
-
-
-def truncation_order(graph: EvidenceGraph) -> list[set[str]]:
-    """Groups of fact ids to drop one after the other, least relevant first.
-
-    An outdated fact is never shown without its newer state (the rule the core's own node
-    budget follows): a fact ranks by the best score among itself and the older states it
-    supersedes, and dropping it drops those older states with it. Ties: older facts first.
-    """
-    older: dict[str, list[str]] = {}
-    for f in graph.facts:
-        if f.superseded_by:
-            older.setdefault(f.superseded_by, []).append(f.id)
-
-    def chain(fid: str) -> set[str]:
-        out, stack = {fid}, [fid]
-        while stack:
-            for o in older.get(stack.pop(), ()):
-                if o not in out:
-                    out.add(o)
-                    stack.append(o)
-        return out
-
-    score = {f.id: f.score for f in graph.facts}
-    order = {f.id: i for i, f in enumerate(graph.facts)}
-    key = {f.id: max(score[i] for i in chain(f.id)) for f in graph.facts}
-    groups: list[set[str]] = []
-    done: set[str] = set()
-    for fid in sorted(key, key=lambda i: (key[i], order[i])):
-        if fid in done:
-            continue
-        group = chain(fid) - done
-        done |= group
-        groups.append(group)
-    return groups

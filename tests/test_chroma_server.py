@@ -21,7 +21,6 @@ from conftest import turn
 
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder
 from ariadnemem_core.errors import StoreError
-from ariadnemem_core.store import collection_name
 
 chromadb = pytest.importorskip("chromadb")
 CHROMA = shutil.which("chroma")
@@ -122,7 +121,7 @@ def test_ingest_and_retrieve_keep_vectors_on_the_server(open_remote, chroma_serv
     assert any("Pixel" in f.text for f in graph.facts)
     assert "a1" in graph.source_turn_ids
     # The vectors are on the server (one collection for this store's user), none on disk.
-    mine = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store._chroma_prefix)}
+    mine = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store.collection_prefix)}
     assert list(mine.values()) == [len(mem.entries("alice"))]
     assert not (tmp_path / "store" / "chroma").exists()
     assert mem.store.remote and "127.0.0.1" in mem.store.dense_location
@@ -147,7 +146,7 @@ def test_users_and_stores_are_isolated_on_a_shared_server(open_remote) -> None:
     theirs = {e.id for e in other.entries("alice")}
     assert _ids(other, "greyhound Pixel canal walks", "alice") <= theirs
     assert _ids(mem, "cello teacher York", "alice") <= alice_ids
-    assert other.store._chroma_prefix != mem.store._chroma_prefix
+    assert other.store.collection_prefix != mem.store.collection_prefix
 
 
 def test_reopen_and_a_wiped_server_is_rebuilt_from_sqlite(open_remote, chroma_server: ChromaServer) -> None:
@@ -157,7 +156,7 @@ def test_reopen_and_a_wiped_server_is_rebuilt_from_sqlite(open_remote, chroma_se
     again = open_remote()
     before = _ids(again, "greyhound Pixel", "alice")
     assert before
-    prefix = again.store._chroma_prefix
+    prefix = again.store.collection_prefix
     again.close()
     client = chroma_server.client()
     for name in [n for n in chroma_server.collections() if n.startswith(prefix)]:
@@ -175,7 +174,7 @@ def test_embedded_store_moves_to_the_server_on_open(tmp_path: Path, open_remote,
         expected = _ids(local, "sailing boat Kestrel", "bob")
     remote = open_remote()
     assert _ids(remote, "sailing boat Kestrel", "bob") == expected
-    counts = [c for n, c in chroma_server.collections().items() if n.startswith(remote.store._chroma_prefix)]
+    counts = [c for n, c in chroma_server.collections().items() if n.startswith(remote.store.collection_prefix)]
     assert counts == [len(remote.entries("bob"))]
 
 
@@ -185,7 +184,7 @@ def test_injected_client_is_used_and_left_open(tmp_path: Path, chroma_server: Ch
         mem.add(BOB, user_id="bob")
         mem.flush()
         assert _ids(mem, "Kestrel sails regatta", "bob")
-        prefix = mem.store._chroma_prefix
+        prefix = mem.store.collection_prefix
     assert any(n.startswith(prefix) for n in (c.name for c in client.list_collections()))  # still usable
     with pytest.raises(StoreError, match="not both"):
         AriadneMemory(tmp_path / "t", embedder=HashEmbedder(), chroma_client=client, chroma_host="127.0.0.1")
@@ -198,7 +197,7 @@ def test_forget_removes_the_users_vectors_from_the_server(open_remote, chroma_se
     mem.flush()
     assert mem.forget("alice") > 0
     assert not _ids(mem, "greyhound Pixel", "alice")
-    left = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store._chroma_prefix)}
+    left = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store.collection_prefix)}
     assert sorted(left.values()) == [len(mem.entries("bob"))]
 
 
@@ -229,7 +228,7 @@ def test_outage_mid_ingest_loses_nothing(tmp_path: Path) -> None:
         graph = mem.retrieve("When is the dentist appointment?", user_id="alice")
         assert any("dentist" in f.text for f in graph.facts)
         assert "a3" in graph.source_turn_ids
-        counts = [c for n, c in srv.collections().items() if n.startswith(mem.store._chroma_prefix)]
+        counts = [c for n, c in srv.collections().items() if n.startswith(mem.store.collection_prefix)]
         assert counts == [len(mem.entries("alice"))]
         mem.close()
     finally:
@@ -281,11 +280,13 @@ def test_failed_vector_write_after_commit_is_caught_up(tmp_path: Path, chroma_se
             mem.add(ALICE[:2], user_id="alice")
         stored = mem.entries("alice")
         assert stored and {"a1", "a2"} <= {t for e in stored for t in e.source_turn_ids}
-        assert mem.store._read("SELECT COUNT(*) FROM entries WHERE indexed = 0")[0][0] == len(stored)
+        collections = chroma_server.collections()
+        assert collections.get(mem.store.dense_collection("alice"), 0) == 0  # no vectors yet
         graph = mem.retrieve("greyhound Pixel canal", user_id="alice")  # catches up first
         assert {"a1", "a2"} & graph.source_turn_ids
-        assert mem.store._read("SELECT COUNT(*) FROM entries WHERE indexed = 0")[0][0] == 0
-        counts = [c for n, c in chroma_server.collections().items() if n.startswith(mem.store._chroma_prefix)]
+        assert mem.store.dense_count("alice") == len(stored)
+        counts = [c for n, c in chroma_server.collections().items()
+                  if n in (mem.store.dense_collection("alice"), mem.store.dense_collection("bob"))]
         assert sorted(counts) == sorted([len(stored), len(mem.entries("bob"))])
 
 
@@ -302,12 +303,14 @@ def test_failed_merge_metadata_update_is_caught_up(tmp_path: Path, chroma_server
             mem.add([turn("Bob", "The boat Kestrel is moored in Plymouth harbour.", 3 * day, "m2")], user_id="bob")
         [entry] = mem.entries("bob")  # merged: one entry, both turns as provenance
         assert entry.source_turn_ids == ["m1", "m2"]
-        assert mem.store._read("SELECT indexed FROM entries WHERE id = ?", (entry.id,)) == [(0,)]
+        col = client._client.get_collection(mem.store.dense_collection("bob"))
+
+        def dense_ts() -> float:
+            return col.get(ids=[entry.id], include=["metadatas"])["metadatas"][0]["ts"]
+
+        assert dense_ts() != pytest.approx(entry.timestamp.timestamp())  # still the old timestamp
         assert mem.retrieve("Where is Kestrel moored?", user_id="bob").facts
-        assert mem.store._read("SELECT indexed FROM entries WHERE id = ?", (entry.id,)) == [(1,)]
-        col = client._client.get_collection(collection_name("bob", mem.store._chroma_prefix))
-        meta = col.get(ids=[entry.id], include=["metadatas"])["metadatas"][0]
-        assert meta["ts"] == pytest.approx(entry.timestamp.timestamp())  # the refreshed timestamp
+        assert dense_ts() == pytest.approx(entry.timestamp.timestamp())  # the refreshed timestamp
 
 
 def test_latency_bench_runs_in_server_mode(tmp_path: Path, chroma_server: ChromaServer) -> None:

@@ -52,7 +52,7 @@ def test_sigkill_mid_ingest_loses_nothing(tmp_path: Path, n_acks: int):
         assert set(acked) <= covered | pending
         assert not covered & pending  # a turn is either extracted or pending, never both
         n_sql = len(mem.entries("u"))
-        assert mem.store._collection("u").count() == n_sql  # dense index agrees with records
+        assert mem.store.dense_count("u") == n_sql  # dense index agrees with records
         mem.flush()
         assert set(acked) <= {t for e in mem.entries("u") for t in e.source_turn_ids}
         lexical = {i for i, _ in mem.store.lexical_search(Scope("u"), "parcel warehouse", 500)}
@@ -63,6 +63,6 @@ def test_sigkill_mid_ingest_loses_nothing(tmp_path: Path, n_acks: int):
                      None, "after"), user_id="u")
         mem.flush()
         assert "after" in {t for e in mem.entries("u") for t in e.source_turn_ids}
-        assert mem.store._collection("u").count() == len(mem.entries("u"))
+        assert mem.store.dense_count("u") == len(mem.entries("u"))
     finally:
         mem.close()

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ariadnemem_core import grounding as g
-from ariadnemem_core.extraction import ExtractionContext, Extractor, RuleExtractor, other_party_for
+from ariadnemem_core import text as lex
+from ariadnemem_core.extraction import ExtractionContext, Extractor, RuleExtractor, dates, other_party_for
+from ariadnemem_core.extraction import grounding as g
 from ariadnemem_core.models import Turn
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
@@ -35,7 +36,7 @@ def one(text: str, speaker: str = "Caroline", when: datetime | None = T0, previo
 
 
 def grounded(text: str, when: datetime | None = T0) -> str:
-    return g.ground_time(g.normalize_text(text), when)
+    return dates.ground_time(lex.normalize_text(text), when)
 
 
 # --------------------------------------------------------------------------- pronouns
@@ -63,7 +64,7 @@ def grounded(text: str, when: datetime | None = T0) -> str:
     ],
 )
 def test_pronouns_are_grounded(text: str, expected: str) -> None:
-    out = g.ground_pronouns(g.normalize_text(text), "Caroline", "Melanie")
+    out = g.ground_pronouns(lex.normalize_text(text), "Caroline", "Melanie")
     assert expected in out, out
 
 
@@ -205,10 +206,10 @@ def test_restatement_grounds_pronouns_and_time_together() -> None:
 
 # --------------------------------------------------------------------------- fields
 def test_keywords_are_content_words_with_joined_times() -> None:
-    kw = g.keywords("Oh wow, yeah I went to the LGBTQ support group at 2 pm! It was at 3:30pm, you know.")
+    kw = lex.keywords("Oh wow, yeah I went to the LGBTQ support group at 2 pm! It was at 3:30pm, you know.")
     assert kw == ["lgbtq", "support", "group", "2pm", "3:30pm"]
-    assert g.keywords("The kids' kids, the KIDS and Caroline's 2 cats") == ["kids", "caroline", "2", "cats"]
-    assert g.keywords("a b c 7") == ["7"]  # min length 2 except digits
+    assert lex.keywords("The kids' kids, the KIDS and Caroline's 2 cats") == ["kids", "caroline", "2", "cats"]
+    assert lex.keywords("a b c 7") == ["7"]  # min length 2 except digits
 
 
 def test_persons_entities_location_topic() -> None:

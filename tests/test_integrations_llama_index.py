@@ -23,7 +23,6 @@ from llama_index.core.storage.chat_store.base_db import MessageStatus
 from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact, HashEmbedder
 from ariadnemem_core.demo import demo_turns
 from ariadnemem_core.tokens import count_tokens
-from ariadnemem_integrations._compat import truncation_order
 from ariadnemem_integrations.llama_index import AriadneMemBlock, AriadneMemRetriever
 
 USER = "maya"
@@ -239,5 +238,5 @@ def test_truncation_keeps_newer_states() -> None:
     # old -> new update chain where the OLD state scores high and the new one low
     graph = EvidenceGraph("q", facts=[fact("old", 0.9, 1, "new"), fact("mid", 0.5, 2), fact("new", 0.1, 3)],
                           edges=[("old", "new", "update")])
-    order = truncation_order(graph)
+    order = graph.truncation_order()
     assert order == [{"mid"}, {"old"}, {"new"}]  # "new" is never dropped before "old"

@@ -69,7 +69,7 @@ def test_from_env_base_url_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_good_json_and_usage(server: FakeOpenAIServer) -> None:
     server.answer = "fine"
     client = make_client(server)
-    data = client.chat_json(MSGS)
+    data = client.complete_json(MSGS).data
     assert data["answer"] == "fine"
     assert server.count == 1
     assert server.requests[0]["response_format"] == {"type": "json_object"}
@@ -86,14 +86,14 @@ def test_good_json_and_usage(server: FakeOpenAIServer) -> None:
 def test_wrapped_json_is_parsed(server: FakeOpenAIServer, cue: str) -> None:
     server.queue(cue)
     server.answer = "wrapped"
-    assert make_client(server).chat_json(MSGS)["answer"] == "wrapped"
+    assert make_client(server).complete_json(MSGS).data["answer"] == "wrapped"
 
 
 def test_invalid_json_raises_and_counts(server: FakeOpenAIServer) -> None:
     server.queue("invalid")
     client = make_client(server)
     with pytest.raises(LLMError, match="not valid JSON"):
-        client.chat_json(MSGS)
+        client.complete_json(MSGS)
     assert server.count == 1  # a bad reply is not an HTTP retry: callers decide
     u = client.usage
     assert u["failures"] == 1 and u["parse_failures"] == 1 and u["calls"] == 1
@@ -102,7 +102,7 @@ def test_invalid_json_raises_and_counts(server: FakeOpenAIServer) -> None:
 def test_429_then_success_is_retried(server: FakeOpenAIServer) -> None:
     server.queue("429", "429", "good")
     client = make_client(server)
-    assert "answer" in client.chat_json(MSGS)
+    assert "answer" in client.complete_json(MSGS).data
     assert server.count == 3
     assert client.usage["retries"] == 2 and client.usage["failures"] == 0
 
@@ -111,7 +111,7 @@ def test_timeout_then_success_is_retried(server: FakeOpenAIServer) -> None:
     server.sleep_s = 1.0
     server.queue("timeout", "good")
     client = make_client(server, timeout=0.25)
-    assert "answer" in client.chat_json(MSGS)
+    assert "answer" in client.complete_json(MSGS).data
     assert server.count == 2
     assert client.usage["retries"] == 1
 
@@ -120,7 +120,7 @@ def test_500_forever_fails_after_retries(server: FakeOpenAIServer) -> None:
     server.default = "500"
     client = make_client(server, max_retries=2)
     with pytest.raises(LLMError) as info:
-        client.chat_json(MSGS)
+        client.complete_json(MSGS)
     assert server.count == 3  # 1 + max_retries
     assert "500" in str(info.value) and "3 attempt" in str(info.value)
     u = client.usage
@@ -131,18 +131,18 @@ def test_connection_refused_is_llm_error() -> None:
     client = LLMClient(base_url="http://127.0.0.1:9/v1", max_retries=1, backoff_initial=0.01,
                        backoff_max=0.02, timeout=1.0)
     with pytest.raises(LLMError, match="APIConnectionError"):
-        client.chat_json(MSGS)
+        client.complete_json(MSGS)
     assert client.usage["retries"] == 1
 
 
 def test_400_on_response_format_falls_back_and_remembers(server: FakeOpenAIServer) -> None:
     server.default = "400_rf"
     client = make_client(server)
-    assert "answer" in client.chat_json(MSGS)
+    assert "answer" in client.complete_json(MSGS).data
     assert server.count == 2
     assert "response_format" in server.requests[0] and "response_format" not in server.requests[1]
     assert client.json_mode is False and client.usage["json_mode_fallbacks"] == 1
-    client.chat_json(MSGS)
+    client.complete_json(MSGS)
     assert server.count == 3 and "response_format" not in server.requests[2]
 
 
@@ -150,7 +150,7 @@ def test_other_400_is_not_swallowed(server: FakeOpenAIServer) -> None:
     server.default = lambda body: (400, {"error": {"message": "context length exceeded"}})
     client = make_client(server)
     with pytest.raises(LLMError, match="400"):
-        client.chat_json(MSGS)
+        client.complete_json(MSGS)
     assert server.count == 2  # once with, once without response_format; no transient retries
     assert client.json_mode is True  # the plain retry failed too: JSON mode was not the problem
 
@@ -162,7 +162,7 @@ def test_sync_calls_are_thread_safe(server: FakeOpenAIServer) -> None:
     def work() -> None:
         try:
             for _ in range(5):
-                client.chat_json(MSGS)
+                client.complete_json(MSGS)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -180,21 +180,21 @@ def test_async_many_concurrent_calls(server: FakeOpenAIServer) -> None:
     client = make_client(server)
 
     async def main() -> list[object]:
-        return await asyncio.gather(*(client.achat_json(MSGS) for _ in range(24)))
+        return [r.data for r in await asyncio.gather(*(client.acomplete_json(MSGS) for _ in range(24)))]
 
     results = asyncio.run(main())
     assert all(isinstance(r, dict) and "answer" in r for r in results)
     assert client.usage["calls"] == 24 and client.usage["retries"] == 1
     assert server.count == 25
     # a second event loop gets its own async HTTP pool
-    assert "answer" in asyncio.run(client.achat_json(MSGS))
+    assert "answer" in asyncio.run(client.acomplete_json(MSGS)).data
 
 
 def test_async_errors_are_llm_errors(server: FakeOpenAIServer) -> None:
     server.default = "500"
     client = make_client(server, max_retries=1)
     with pytest.raises(LLMError):
-        asyncio.run(client.achat_json(MSGS))
+        asyncio.run(client.acomplete_json(MSGS))
     assert server.count == 2
 
 
@@ -209,18 +209,18 @@ def test_injected_http_client_and_sdk_client(server: FakeOpenAIServer) -> None:
     seen: list[str] = []
     http = httpx_mod.Client(event_hooks={"request": [lambda req: seen.append(str(req.url))]})
     client = make_client(server, http_client=http)
-    assert "answer" in client.chat_json(MSGS)
+    assert "answer" in client.complete_json(MSGS).data
     assert seen and seen[0].endswith("/chat/completions")
 
     sdk = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)
     client = LLMClient(openai_client=sdk, model="fake-model")
-    assert "answer" in client.chat_json(MSGS)
+    assert "answer" in client.complete_json(MSGS).data
 
 
 def test_json_mode_can_be_switched_off(server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARIADNEMEM_LLM_JSON_MODE", "0")
     client = make_client(server)
     server.queue("fenced")
-    assert client.json_mode is False and "answer" in client.chat_json(MSGS)
+    assert client.json_mode is False and "answer" in client.complete_json(MSGS).data
     assert "response_format" not in server.requests[0]
     assert make_client(server, json_mode=True).json_mode is True

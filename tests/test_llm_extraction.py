@@ -14,7 +14,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, fake_client
 
 from ariadnemem_core.extraction import ExtractionContext, Extractor
-from ariadnemem_core.llm_extraction import LLMExtractor, build_messages, validate_output
+from ariadnemem_core.extraction.llm import LLMExtractor, build_messages, validate_output
 from ariadnemem_core.models import Entry, Turn
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

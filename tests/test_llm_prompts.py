@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ariadnemem_core import llm_extraction, synthesis
+from ariadnemem_core import synthesis
+from ariadnemem_core.extraction import llm as llm_extraction
 
 #: The abstention phrases the official LoCoMo scoring looks for (category 5). The answer
 #: rules must name one, so it is not a leak of any question's answer.
@@ -44,7 +45,7 @@ def _prompt_constants() -> dict[str, str]:
         for name, value in vars(mod).items():
             if name.isupper() and isinstance(value, str):
                 consts[f"{mod.__name__}.{name}"] = value
-    assert "ariadnemem_core.llm_extraction.EXTRACTION_SYSTEM_PROMPT" in consts
+    assert "ariadnemem_core.extraction.llm.EXTRACTION_SYSTEM_PROMPT" in consts
     assert "ariadnemem_core.synthesis.SYNTHESIS_SYSTEM_PROMPT" in consts
     return consts
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ariadnemem_core.extraction import ExtractionContext
+from ariadnemem_core.extraction.llm import LLMExtractor
 from ariadnemem_core.llm import LLMClient
-from ariadnemem_core.llm_extraction import LLMExtractor
 from ariadnemem_core.models import Turn
 from ariadnemem_core.synthesis import synthesize
 
@@ -71,8 +71,8 @@ def _turns() -> list[Turn]:
 
 
 def test_real_server_json(client: LLMClient) -> None:
-    data = client.chat_json([{"role": "system", "content": "Reply with a JSON object."},
-                             {"role": "user", "content": 'Return {"ok": true} as JSON.'}], max_tokens=32)
+    data = client.complete_json([{"role": "system", "content": "Reply with a JSON object."},
+                                 {"role": "user", "content": 'Return {"ok": true} as JSON.'}], max_tokens=32).data
     assert isinstance(data, dict)
     assert client.usage["prompt_tokens"] > 0
 

@@ -13,7 +13,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..picture import write_atomic
+from ..files import write_atomic
 
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 FAMILY_COLOURS = {"flat-bm25": "#8c8c8c", "flat-dense": "#55a868", "flat-hybrid": "#dd8452"}

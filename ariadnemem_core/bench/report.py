@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_open
+
 DEFAULT_OUT = Path("bench-results") / "locomo"
 VERSIONED = ("ariadnemem", "chromadb", "torch", "sentence-transformers", "numpy", "tiktoken")
 
@@ -51,9 +53,8 @@ def _clean(value: Any) -> Any:
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    with atomic_open(path) as fh:
+        fh.write(json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:

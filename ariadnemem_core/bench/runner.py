@@ -74,7 +74,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                    collector: QACollector | None = None) -> dict[str, Any]:
     """Build one memory over every conversation, then ask every question.
 
-    ``llm``: build the memory with an :class:`~ariadnemem_core.llm_extraction.LLMExtractor`
+    ``llm``: build the memory with an :class:`~ariadnemem_core.extraction.llm.LLMExtractor`
     on this client (its usage during ingest is this system's construction cost; the
     store directory gets a ``-llm`` suffix so rule- and LLM-built stores never mix).
     ``collector``: keep the evidence graphs of the sampled QA questions.
@@ -83,7 +83,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
 
     extractor = None
     if llm is not None:
-        from ..llm_extraction import LLMExtractor
+        from ..extraction.llm import LLMExtractor
 
         extractor = LLMExtractor(llm, max_turns_per_call=llm_turns_per_call)
     path = store / (slug(name) + ("-llm" if llm is not None else "")) if store is not None else None

@@ -86,17 +86,16 @@ def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *
     for the next ``add``).
     """
     from ..memory import AriadneMemory
+    from ..store import Store
 
     path = (store or default_store()).expanduser()
-    if must_exist and not (path / "memory.sqlite3").is_file():
+    if must_exist and not Store.exists(path):
         raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
-    with AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None,
-                       **kwargs) as mem:
-        try:
-            yield mem
-        finally:
-            if not flush:
-                mem.store.close()  # AriadneMemory.close() then has nothing left to do
+    mem = AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None, **kwargs)
+    try:
+        yield mem
+    finally:
+        mem.close(flush=flush)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

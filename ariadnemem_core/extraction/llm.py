@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from .. import text as lex
+from ..errors import LLMError
+from ..llm import LLMClient, LLMResponse, system_user
+from ..models import Entry, Turn, new_id
+from ..text import WEEKDAY_TITLES
 from . import grounding as g
-from .errors import LLMError
-from .extraction import ExtractionContext
-from .llm import LLMClient, LLMResponse, system_user
-from .models import Entry, Turn, new_id
+from .rules import ExtractionContext
 
 #: Stable instructions (sent first, so servers can cache them across windows).
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -84,7 +86,6 @@ Earlier turns, for resolving references only (do not extract them):
 RETRY_NOTE = ("\nNote: a previous reply was rejected ({reason}). "
               "Follow the JSON shape exactly and cite only ids T1 to {last_id}.")
 
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _LIST_FIELDS = ("keywords", "persons", "entities")
 _OPT_STR_FIELDS = ("location", "topic")
 #: How many earlier turns are shown as context.
@@ -104,11 +105,11 @@ class InvalidExtraction(ValueError):
 def _fmt_time(ts: datetime | None) -> str:
     if ts is None:
         return "undated"
-    return f"{ts:%Y-%m-%d %H:%M} ({_WEEKDAYS[ts.weekday()]})"
+    return f"{ts:%Y-%m-%d %H:%M} ({WEEKDAY_TITLES[ts.weekday()]})"
 
 
 def _turn_text(turn: Turn) -> str:
-    text = json.dumps(g.normalize_text(turn.text), ensure_ascii=False)
+    text = json.dumps(lex.normalize_text(turn.text), ensure_ascii=False)
     caption = turn.metadata.get("blip_caption") or turn.metadata.get("image_caption")
     if isinstance(caption, str) and caption.strip():
         text += f" [shared image: {json.dumps(caption.strip(), ensure_ascii=False)}]"
@@ -212,7 +213,7 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
                 raise InvalidExtraction(f"entries[{i}] cites unknown turn id {raw!r}")
             if pos not in positions:
                 positions.append(pos)
-        clean: dict[str, Any] = {"text": g.normalize_text(text), "positions": sorted(positions)}
+        clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": sorted(positions)}
         for name in _LIST_FIELDS:
             clean[name] = _as_str_list(item.get(name), name, i)
         for name in _OPT_STR_FIELDS:
@@ -229,15 +230,15 @@ def reanchor(items: list[dict[str, Any]], turns: Sequence[Turn]) -> int:
     """Re-cite entries whose text clearly comes from a different window turn than the ones
     they cite (in place); returns how many were re-cited.
 
-    Coverage is the share of an entry's content words (:func:`grounding.keywords`, names
+    Coverage is the share of an entry's content words (:func:`ariadnemem_core.text.keywords`, names
     of the speakers left out) found in the cited turns. Entries with fewer than three
     content words are left alone (too little evidence either way).
     """
     names = {w for t in turns for w in t.speaker.lower().split()}
-    turn_words = [set(g.keywords(g.normalize_text(t.text), names)) for t in turns]
+    turn_words = [set(lex.keywords(lex.normalize_text(t.text), names)) for t in turns]
     changed = 0
     for item in items:
-        words = set(g.keywords(item["text"], names))
+        words = set(lex.keywords(item["text"], names))
         if len(words) < 3:
             continue
         cited = set().union(*(turn_words[p] for p in item["positions"]))
@@ -313,7 +314,7 @@ class LLMExtractor:
 
     def _rules(self) -> Any:
         if self._rule is None:
-            from .extraction import RuleExtractor  # lazy: the fallback is rarely needed
+            from .rules import RuleExtractor  # lazy: the fallback is rarely needed
 
             self._rule = RuleExtractor()
         return self._rule
@@ -330,7 +331,7 @@ class LLMExtractor:
             keywords = [k.lower() for k in item["keywords"]]
             if not keywords:
                 names = {w.lower() for p in persons for w in p.split()}
-                keywords = g.keywords(item["text"], names)
+                keywords = lex.keywords(item["text"], names)
             metadata: dict[str, Any] = {"extractor": "llm", "model": model}
             if len(sources) == 1:
                 turn = sources[0]
@@ -340,7 +341,7 @@ class LLMExtractor:
                 pos = item["positions"][0]
                 if pos not in attributed:  # the speaker's self-stated attributes, once per turn
                     attributed.add(pos)
-                    attrs = g.find_attributes(g.normalize_text(turn.text))
+                    attrs = g.find_attributes(lex.normalize_text(turn.text))
                     if attrs:
                         metadata["attributes"] = attrs
             out.append(Entry(
@@ -428,35 +429,25 @@ class LLMExtractor:
     def _extract_call(self, turns: list[Turn], context: ExtractionContext) -> list[Entry]:
         if not turns:
             return []
-        self._bump("windows")
-        note = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._bump("retries")
+        attempts = _Attempts(self, turns, context)
+        for messages in attempts:
             try:
-                resp = self.client.complete_json(build_messages(turns, context, note),
-                                                 max_tokens=self._budget(len(turns)))
+                resp = self.client.complete_json(messages, max_tokens=self._budget(len(turns)))
                 return self._accept(resp, turns, context)
             except (LLMError, InvalidExtraction) as exc:
-                self._note_error(exc)
-                note = RETRY_NOTE.format(reason=str(exc)[:160], last_id=f"T{len(turns)}")
+                attempts.failed(exc)
         return self._fallback(turns, context)
 
     async def _aextract_call(self, turns: list[Turn], context: ExtractionContext) -> list[Entry]:
         if not turns:
             return []
-        self._bump("windows")
-        note = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._bump("retries")
+        attempts = _Attempts(self, turns, context)
+        for messages in attempts:
             try:
-                resp = await self.client.acomplete_json(build_messages(turns, context, note),
-                                                        max_tokens=self._budget(len(turns)))
+                resp = await self.client.acomplete_json(messages, max_tokens=self._budget(len(turns)))
                 return self._accept(resp, turns, context)
             except (LLMError, InvalidExtraction) as exc:
-                self._note_error(exc)
-                note = RETRY_NOTE.format(reason=str(exc)[:160], last_id=f"T{len(turns)}")
+                attempts.failed(exc)
         return self._fallback(turns, context)
 
     @staticmethod
@@ -497,3 +488,27 @@ class LLMExtractor:
                 return await self.aextract(w, c)
 
         return list(await asyncio.gather(*(one(w, c) for w, c in zip(windows, ctxs, strict=True))))
+
+
+class _Attempts:
+    """The prompts of one window's attempts, shared by the sync and async call loops:
+    counts the window and its retries, and after a failed attempt (:meth:`failed`) the
+    next prompt carries a note saying what was wrong. One object per window call, so
+    concurrent windows never share a note."""
+
+    def __init__(self, owner: LLMExtractor, turns: list[Turn], context: ExtractionContext) -> None:
+        self.owner = owner
+        self.turns = turns
+        self.context = context
+        self.note = ""
+
+    def __iter__(self) -> Iterator[list[dict[str, str]]]:
+        self.owner._bump("windows")
+        for attempt in range(self.owner.retries + 1):
+            if attempt:
+                self.owner._bump("retries")
+            yield build_messages(self.turns, self.context, self.note)
+
+    def failed(self, exc: LLMError | InvalidExtraction) -> None:
+        self.owner._note_error(exc)
+        self.note = RETRY_NOTE.format(reason=str(exc)[:160], last_id=f"T{len(self.turns)}")

@@ -1,8 +1,8 @@
 """Atomic extraction: a window of gated turns -> context-independent entries.
 
 The :class:`Extractor` protocol is what the memory calls; :class:`RuleExtractor` is the
-default, LLM-free implementation (see ``grounding.py`` for the pronoun and relative-time
-rules it applies). Extractors return entries without embeddings or scope: the memory
+default, LLM-free implementation (see :mod:`.grounding` and :mod:`.dates` for the pronoun
+and relative-time rules it applies). Extractors return entries without embeddings or scope: the memory
 embeds all new entries of a window in one batch and stamps the scope itself.
 """
 
@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from .. import text as lex
+from ..models import Entry, Turn, new_id
 from . import grounding as g
-from .models import Entry, Turn, new_id
 
 
 @dataclass(slots=True)
@@ -108,23 +109,16 @@ class RuleExtractor:
         for t in (*history, *turns):
             if t.speaker not in participants:
                 participants.append(t.speaker)
-        index = g.participant_index(participants)
+        index = lex.participant_index(participants)
         out: list[Entry] = []
         for turn in turns:
             other = other_party_for(turn, history, participants)
             if self.split_sentences:
                 out.extend(self._sentence_entries(turn, other, index))
             else:
-                out.append(self._entry(turn, g.normalize_text(turn.text), other, index, whole_turn=True))
+                out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=True))
             history.append(turn)
         return out
-
-    def extract_turn(self, turn: Turn, other: str | None, participants: Sequence[str]) -> list[Entry]:
-        """The entries of one turn, given who "you" is and who takes part."""
-        index = g.participant_index([turn.speaker, *participants])
-        if self.split_sentences:
-            return self._sentence_entries(turn, other, index)
-        return [self._entry(turn, g.normalize_text(turn.text), other, index, whole_turn=True)]
 
     def restate(self, turn: Turn, other_party: str | None, sentence: str | None = None) -> str:
         """The context-independent text of a turn (or of one of its sentences).
@@ -134,7 +128,7 @@ class RuleExtractor:
         speaker ("Caroline: That's awesome!"); the caption of an attached image is appended
         (whole turn only) as " [shared image: ...]".
         """
-        text = g.normalize_text(turn.text if sentence is None else sentence)
+        text = lex.normalize_text(turn.text if sentence is None else sentence)
         return self._restate(turn, text, other_party, whole_turn=sentence is None)[0]
 
     # ------------------------------------------------------------------ internals
@@ -142,7 +136,7 @@ class RuleExtractor:
     def _caption(turn: Turn) -> str | None:
         caption = turn.metadata.get("blip_caption") or turn.metadata.get("image_caption")
         if isinstance(caption, str):
-            caption = g.normalize_text(caption)
+            caption = lex.normalize_text(caption)
             return caption or None
         return None
 
@@ -165,14 +159,14 @@ class RuleExtractor:
             text = ""
         else:
             restated, used_other = self._restate(turn, text, other, whole_turn=whole_turn)
-        found_persons, entities, surfaces = g.scan_names(text, index) if text else ([], [], set())
+        found_persons, entities, surfaces = lex.scan_names(text, index) if text else ([], [], set())
         persons = [turn.speaker]
         if used_other and other:
             persons.append(other)
         persons.extend(p for p in found_persons if p not in persons)
         # Names are already in ``persons``; as keywords they would only add noise.
         names = surfaces.union(*(p.lower().split() for p in persons))
-        words = g.keywords(f"{text} {caption}" if caption else text, names)
+        words = lex.keywords(f"{text} {caption}" if caption else text, names)
         metadata = dict(turn.metadata)
         if "attributes" in metadata:  # caller data: never read as a self-stated attribute
             metadata["turn_attributes"] = metadata.pop("attributes")
@@ -196,7 +190,7 @@ class RuleExtractor:
         )
 
     def _sentence_entries(self, turn: Turn, other: str | None, index: dict[str, str]) -> list[Entry]:
-        text = g.normalize_text(turn.text)
+        text = lex.normalize_text(turn.text)
         sentences = [s for s in g.split_atomic(text) if not g.is_chitchat(s, index)] or [text]
         entries = [self._entry(turn, s, other, index, whole_turn=False) for s in sentences]
         if self._caption(turn):

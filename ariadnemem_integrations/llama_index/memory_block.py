@@ -30,7 +30,7 @@ from llama_index.core.memory import BaseMemoryBlock
 from ariadnemem_core import EvidenceGraph
 from ariadnemem_core.tokens import count_tokens
 
-from .._compat import astore_turns, drop_facts, make_turn, scope_kwargs, truncation_order
+from .._compat import astore_turns, make_turn, scope_kwargs
 
 #: Graphs remembered by their text, so ``atruncate`` can drop facts instead of characters.
 _GRAPH_CACHE = 16
@@ -81,11 +81,11 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
             return None if graph is None else content
         target = count_tokens(content) - tokens_to_truncate
         drop: set[str] = set()
-        for group in truncation_order(graph):
+        for group in graph.truncation_order():
             drop |= group
             if len(drop) >= len(graph.facts):
                 return None
-            smaller = drop_facts(graph, drop)
+            smaller = graph.without(drop)
             if count_tokens(smaller.to_text()) <= target:
                 return self._remember(smaller)
         return None

@@ -1,0 +1,239 @@
+"""Phase I, the write path: pending turns -> gate -> extract -> embed -> coarsen -> commit.
+
+Each full window of ``Config.window_size`` turns of one scope is processed as a unit and
+committed in one store transaction (its pending turns, the entries they became, the update
+edges, counters and attributes), so a crash leaves either the pending turns or their
+entries. The steps live in their own modules (:mod:`.gating`, :mod:`.extraction`,
+:mod:`.coarsening`); this one wires them, as :mod:`.reasoning` does for Phase II.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import numpy as np
+
+from . import coarsening, gating
+from .config import Config
+from .embedding import Embedder
+from .errors import ExtractionError
+from .extraction import ExtractionContext, Extractor, RuleExtractor, question_context
+from .models import Entry, Scope, Turn, UpdateEdge
+from .store import Store, WindowCommit
+from .text import stem
+
+
+class Ingestor:
+    """Runs Phase I for a memory: owns the rule extractor and the extractor in use.
+
+    Args:
+        store: where pending turns are read and windows committed.
+        embedder: embeds entries (one batch per call of :meth:`process`).
+        config: window size, gating and coarsening parameters.
+        extractor: the extractor; None for the rule extractor.
+    """
+
+    def __init__(self, store: Store, embedder: Embedder, config: Config, extractor: Extractor | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self.rule = RuleExtractor(split_sentences=config.atomic_sentences)
+        self.extractor: Extractor = extractor or self.rule
+
+    def process(self, scope: Scope, *, full_only: bool) -> None:
+        """Extract the scope's pending turns: every full window, or (``full_only=False``)
+        every pending turn, partial window included.
+
+        Args:
+            scope: whose pending turns.
+            full_only: leave a partial last window pending (``add``) or not (``flush``).
+        """
+        # The cross-process writer lock spans reading the pending turns to committing
+        # their entries: two processes must never extract the same pending turns.
+        with self.store.write_guard():
+            self._process(scope, full_only=full_only)
+
+    def _process(self, scope: Scope, *, full_only: bool) -> None:
+        rows = self.store.pending(scope)
+        size = self.config.window_size
+        n = len(rows) if not full_only else (len(rows) // size) * size
+        if n == 0:
+            return
+        rows = rows[:n]
+        previous = self.store.recent_turns(scope)
+        participants = self.store.participants(scope.user_id)
+        for _, _, t in rows:
+            if t.speaker not in participants:
+                participants.append(t.speaker)
+        # The rule extractor runs over every window up front (it is cheap) and all its
+        # entries are embedded in one batch: the model is far faster on one large batch
+        # than on many small ones. A turn's gate vector is the normalized mean of its
+        # atomic entries' vectors, so the rule path embeds each piece of text once.
+        turns = [t for _, _, t in rows]
+        rule_entries = self.rule.extract(turns, ExtractionContext(list(previous), list(participants)))
+        owner: list[int] = []  # index into ``turns`` of each entry's source turn
+        i = 0
+        for e in rule_entries:
+            # Entries come in turn order; walk forward (turn ids may repeat across turns).
+            while i < len(turns) and e.source_turn_ids[0] != turns[i].turn_id:
+                i += 1
+            if i == len(turns):
+                raise ExtractionError("rule extractor returned entries out of turn order")
+            owner.append(i)
+        texts = [e.text for e in rule_entries]
+        if self.config.context_embedding:
+            asked = question_context(turns, previous[-1] if previous else None)
+            texts = [f"{asked[j]} {t}" if asked[j] else t for t, j in zip(texts, owner, strict=True)]
+        vectors = self.embedder.embed(texts) if rule_entries else np.zeros((0, 1))
+        # Vectors of the plain text, reusable for an LLM entry that says exactly the same.
+        plain = {e.id for e, t in zip(rule_entries, texts, strict=True) if t == e.text}
+        per_turn: list[list[Entry]] = [[] for _ in turns]
+        for e, v, j in zip(rule_entries, vectors, owner, strict=True):
+            e.embedding = v
+            per_turn[j].append(e)
+        if any(not group for group in per_turn):
+            raise ExtractionError("rule extractor returned no entry for a turn")
+        history = list(previous)
+        for start in range(0, n, size):
+            window = rows[start : start + size]
+            before = history[-Store.RECENT_TURNS :]
+            self._process_window(scope, window, per_turn[start : start + size], before, participants, plain)
+            history.extend(t for _, _, t in window)
+
+    def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
+                        per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
+                        plain: set[str]) -> None:
+        cfg = self.config
+        turns = [t for _, _, t in rows]
+        vectors = np.stack([_mean_vector([e.embedding for e in group]) for group in per_turn])
+        stats: dict[str, int] = {"extract_windows": 1}
+        stored = self._nearest(scope, vectors) if cfg.enable_gating else [None] * len(turns)
+        decisions = gating.gate_window(
+            vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
+        )
+        keep = [d.keep for d in decisions]
+        kept = [t for t, k in zip(turns, keep, strict=True) if k]
+        stats["gate_kept"] = len(kept)
+        stats["gate_dropped"] = len(turns) - len(kept)
+
+        rule_kept = [e for group, k in zip(per_turn, keep, strict=True) if k for e in group]
+        if self.extractor is self.rule:
+            entries = rule_kept
+        else:
+            entries = self._extract(kept, ExtractionContext(previous, participants), stats)
+            cache = {e.text: e.embedding for e in rule_kept if e.id in plain}
+            missing = list(dict.fromkeys(e.text for e in entries if e.text not in cache))
+            if missing:
+                cache.update(zip(missing, self.embedder.embed(missing), strict=True))
+            for e in entries:
+                e.embedding = cache[e.text]
+        for e in entries:
+            e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
+
+        commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
+                              processed_turns=turns, stats=stats)
+        self._coarsen(scope, entries, commit)
+        self.store.commit_window(commit)
+
+    def _nearest(self, scope: Scope, vectors: np.ndarray) -> list[gating.Neighbor | None]:
+        hits = self.store.dense_search(scope, vectors, 1)
+        found = self.store.get([h[0][0] for h in hits if h], scope.user_id)
+        out: list[gating.Neighbor | None] = []
+        for h in hits:
+            if not h or h[0][0] not in found:
+                out.append(None)
+            else:
+                eid, sim = h[0]
+                out.append(gating.Neighbor(eid, sim, found[eid].timestamp))
+        return out
+
+    def _extract(self, turns: list[Turn], context: ExtractionContext, stats: dict[str, int]) -> list[Entry]:
+        """Run the extractor with a safety net: bad provenance is repaired, uncovered turns
+        are rule-extracted, and a failing extractor falls back to rules (counted)."""
+        if not turns:
+            return []
+        try:
+            entries = list(self.extractor.extract(turns, context))
+        except Exception as exc:  # any extractor failure: never lose the window
+            if self.extractor is self.rule:
+                raise ExtractionError(f"rule extraction failed: {exc}") from exc
+            stats["extract_fallbacks"] = stats.get("extract_fallbacks", 0) + 1
+            entries = []
+        by_id = {t.turn_id: t for t in turns}
+        valid: list[Entry] = []
+        for e in entries:
+            e.source_turn_ids = [tid for tid in dict.fromkeys(e.source_turn_ids) if tid in by_id]
+            if not e.source_turn_ids or not e.text.strip():
+                continue
+            if e.timestamp is None:
+                stamps = [by_id[t].timestamp for t in e.source_turn_ids if by_id[t].timestamp]
+                e.timestamp = max(stamps) if stamps else None
+            if e.first_timestamp is None:
+                e.first_timestamp = e.timestamp
+            valid.append(e)
+        covered = {tid for e in valid for tid in e.source_turn_ids}
+        uncovered = [t for t in turns if t.turn_id not in covered]
+        if uncovered:
+            if self.extractor is not self.rule:
+                stats["extract_patched_turns"] = stats.get("extract_patched_turns", 0) + len(uncovered)
+            valid.extend(self.rule.extract(uncovered, context))
+        return valid
+
+    def _coarsen(self, scope: Scope, entries: list[Entry], commit: WindowCommit) -> None:
+        cfg = self.config
+        stored_hits: list[list[tuple[str, float]]] = [[] for _ in entries]
+        if cfg.enable_coarsening and entries:
+            stored_hits = self.store.dense_search(
+                scope, np.stack([e.embedding for e in entries]), cfg.coarsen_candidates
+            )
+        stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
+        merged: dict[str, Entry] = {}
+        window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
+        counts = {"merge": 0, "link": 0, "add": 0}
+        for entry, hits in zip(entries, stored_hits, strict=True):
+            candidates = [(merged.get(i) or stored[i], s) for i, s in hits if i in stored]
+            if window and cfg.enable_coarsening:
+                sims = np.stack([w.embedding for w in window]) @ entry.embedding
+                candidates += list(zip(window, (float(s) for s in sims), strict=True))
+            decision = coarsening.decide(entry, candidates, cfg)
+            counts[decision.action.value] += 1
+            if decision.action is coarsening.Action.MERGE:
+                target = next(c for c, _ in candidates if c.id == decision.target_id)
+                coarsening.merge_into(target, entry)
+                if target not in window:
+                    merged[target.id] = target
+                commit.mentions.extend(_mentions(entry, target.id))
+                commit.attributes.extend(_attributes(entry, target.id))
+                continue
+            if decision.action is coarsening.Action.LINK:
+                commit.edges.append(UpdateEdge(decision.target_id or "", entry.id, "update",
+                                               decision.similarity, decision.overlap))
+            window.append(entry)
+            commit.mentions.extend(_mentions(entry, entry.id))
+            commit.attributes.extend(_attributes(entry, entry.id))
+        commit.added = window
+        commit.merged = list(merged.values())
+        for k, v in counts.items():
+            commit.stats[k] = commit.stats.get(k, 0) + v
+
+
+def _mean_vector(vectors: list[np.ndarray]) -> np.ndarray:
+    v = np.mean(np.stack(vectors), axis=0) if len(vectors) > 1 else vectors[0]
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _mentions(entry: Entry, target_id: str) -> list[tuple[str, str, str]]:
+    persons = {p.lower() for p in entry.persons}
+    stems = {stem(k) for k in entry.keywords}
+    return [(p, s, target_id) for p in persons for s in stems]
+
+
+def _attributes(entry: Entry, target_id: str) -> list[tuple[str, str, str, str, float | None]]:
+    attrs = entry.metadata.get("attributes") or {}
+    subject = (entry.speaker or "").lower()
+    if not subject or not isinstance(attrs, Mapping):
+        return []
+    ts = entry.timestamp.timestamp() if isinstance(entry.timestamp, datetime) else None
+    return [(subject, str(a).lower(), str(v), target_id, ts) for a, v in attrs.items()]

@@ -1,0 +1,225 @@
+"""Persistent storage: SQLite is the source of truth, chromadb the dense index.
+
+:class:`Store` is one object over four modules:
+
+* :mod:`.records` - SQLite (WAL, one file) holds every entry record with its provenance
+  and embedding, the update edges, pending turns, fast-path counters, attributes and
+  statistics, and SQLite's FTS5 is the lexical (BM25) index, in the same transactions;
+* :mod:`.dense` - the chromadb collections (embedded under ``path/chroma``, or on a Chroma
+  server), derived data that :meth:`Store.reconcile` re-creates from the records;
+* :mod:`.locking` - threads, processes, the generation counter and the read cache;
+* :mod:`.transfer` - export and import.
+
+**Server mode** (``chroma_host`` / ``chroma_port`` or an injected ``chroma_client``): the
+same collections live on a Chroma server instead of under ``path/chroma``. Everything
+else stays in the local SQLite file, which remains the source of truth, so the server
+holds only derived data that ``reconcile()`` re-creates (a wiped server is rebuilt on the
+next open). Collection names then carry this store's id (``meta.store_id``), so several
+stores can share one server without ever reading each other's vectors.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from ..models import Scope
+from . import transfer
+from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, collection_name
+from .locking import DB_FILENAME
+from .records import _SCHEMA, SCHEMA_VERSION, STAT_KEYS, Records, WindowCommit, _scope_sql, fts_query, scope_token
+
+__all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "Store", "WindowCommit",
+           "collection_name", "fts_query", "scope_token"]
+
+
+class Store(Records, DenseIndex):
+    """The on-disk memory. Thread-safe (one lock; SQLite in WAL mode with a busy timeout).
+
+    Args:
+        path: the store's directory (created if missing); None for a temporary one that
+            :meth:`close` removes.
+        dim: the embedding dimension (checked against an existing store).
+        embedder_name: the embedder's name (an existing store of another embedder is refused).
+        chroma_client: a configured ``chromadb`` client to hold the vectors (server mode).
+        chroma_host: a Chroma server's host (server mode); not together with ``chroma_client``.
+        chroma_port: the server's port (default 8000).
+    """
+
+    def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str,
+                 chroma_client: Any = None, chroma_host: str | None = None, chroma_port: int | None = None) -> None:
+        self._temp = path is None
+        if chroma_client is not None and chroma_host is not None:
+            raise StoreError("pass either chroma_client or chroma_host, not both")
+        #: (host, port) of the Chroma server, the injected client, or neither (embedded).
+        self._server = (chroma_host, int(chroma_port or DEFAULT_CHROMA_PORT)) if chroma_host else None
+        self._injected = chroma_client
+        self._chroma_prefix = ""
+        #: Set when a dense write failed after its SQLite commit: the rows are safe (they
+        #: carry ``indexed = 0``) and the next write or dense read reconciles first.
+        self._dense_behind = False
+        self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
+        self.dim = dim
+        self._init_guard()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._connect()
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        try:
+            self._check_meta(embedder_name)
+            if self.remote:
+                self._chroma_prefix = f"am{self._store_id()}-"
+            self._chroma = self._open_chroma()
+        except BaseException:
+            self._db.close()
+            self._lockfile.close()
+            if self._temp:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
+        self._collections: dict[str, Any] = {}
+        self._gen = self._generation()
+        self.reconcile()
+
+    @staticmethod
+    def exists(path: str | Path) -> bool:
+        """Whether ``path`` holds a store (so a reader can refuse to create an empty one).
+
+        Args:
+            path: a store directory.
+
+        Returns:
+            True when the directory holds a store's records file.
+        """
+        return (Path(path) / DB_FILENAME).is_file()
+
+    # ------------------------------------------------------------------ writes
+    def commit_window(self, commit: WindowCommit) -> None:
+        """Apply one window atomically, then index its new vectors."""
+        with self._write_guard():
+            self._commit_window(commit)
+
+    def _commit_window(self, commit: WindowCommit) -> None:
+        scope = commit.scope
+        if self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"):
+            self.reconcile()  # a writer died between its commit and its vector write
+        with self._tx() as db:
+            self._write_window(db, commit)
+        self._catch_up()
+        if commit.added:
+            self._index(commit.added)
+        if commit.merged:
+            # A MERGE refreshes the timestamp, which the dense index carries as metadata.
+            try:
+                with self._dense("update metadata"):
+                    col = self._collection(scope.user_id)
+                    col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+            except StoreError:
+                # Mark them for reconcile(), whose upsert carries the fresh metadata.
+                with self._tx() as db:
+                    db.executemany("UPDATE entries SET indexed = 0 WHERE id = ?", [(e.id,) for e in commit.merged])
+                raise
+
+    # ------------------------------------------------------------------ deletion
+    def delete(self, entry_id: str, user_id: str | None = None) -> bool:
+        """Remove one entry from every index; update chains through it are repaired
+        (``a -> x -> b`` becomes ``a -> b``). Returns False if it did not exist."""
+        with self._write_guard():
+            return self._delete(entry_id, user_id)
+
+    def _delete(self, entry_id: str, user_id: str | None) -> bool:
+        found = self.get([entry_id], user_id)
+        if entry_id not in found:
+            return False
+        entry = found[entry_id]
+        with self._tx() as db:
+            preds = [r[0] for r in db.execute(
+                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry_id,))]
+            succs = db.execute(
+                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
+                (entry_id,)).fetchall()
+            db.executemany(
+                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
+                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
+            )
+            self._delete_rows(db, [entry])
+        self._drop_vectors([entry])
+        return True
+
+    def forget(self, scope: Scope) -> int:
+        """Remove every entry (and pending turn) of a scope; returns how many entries."""
+        with self._write_guard():
+            return self._forget(scope)
+
+    def _forget(self, scope: Scope) -> int:
+        victims = self.entries(scope)
+        with self._tx() as db:
+            self._delete_rows(db, victims)
+            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            if scope.agent_id is None and scope.session_id is None:
+                db.execute("DELETE FROM stats WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM edges WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM mentions WHERE user_id = ?", (scope.user_id,))
+                db.execute("DELETE FROM attributes WHERE user_id = ?", (scope.user_id,))
+        self._drop_vectors(victims)
+        if scope.agent_id is None and scope.session_id is None:
+            # The user is gone: drop the (now empty) collection too, so nothing of theirs,
+            # not even a name, is left on a shared server.
+            with self._lock, suppress(Exception):
+                self._chroma.delete_collection(collection_name(scope.user_id, self._chroma_prefix))
+            self._collections.pop(scope.user_id, None)
+        return len(victims)
+
+    def clear(self) -> None:
+        """Remove everything (all users)."""
+        with self._write_guard():
+            self._clear()
+
+    def _clear(self) -> None:
+        users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
+        with self._tx() as db:
+            for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
+                          "stats", "tombstones", "entries_fts"):
+                db.execute(f"DELETE FROM {table}")
+        with self._lock:
+            for user_id in users:
+                with suppress(Exception):
+                    self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
+            self._collections.clear()
+
+    # ------------------------------------------------------------------ export / import
+    def export_rows(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every record as JSON-able dicts (see :func:`.transfer.export_rows`)."""
+        return transfer.export_rows(self, user_id)
+
+    def import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Load rows of :meth:`export_rows`, all or nothing (see :func:`.transfer.import_rows`)."""
+        return transfer.import_rows(self, rows)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._db.close()
+            self._collections.clear()
+            if self._injected is None:  # an injected client belongs to the caller
+                with suppress(Exception):
+                    self._chroma.close()
+            self._chroma = None
+            self._lockfile.close()
+        if self._temp:
+            shutil.rmtree(self.path, ignore_errors=True)
+

@@ -1,0 +1,265 @@
+"""The dense index: chromadb collections derived from the SQLite records, and reconcile.
+
+One collection per user (the scope partition: a query can only ever see its own user's
+vectors; agent and session are metadata filters inside the query) with explicit
+embeddings (chromadb's default embedding function would try to download a model). It is
+derived data: rows not yet confirmed in chromadb carry ``indexed = 0`` and are (re)indexed
+on open, deletions go through a tombstone table, and a collection whose count disagrees
+with SQLite is rebuilt from the stored embeddings (:meth:`DenseIndex.reconcile`).
+
+Server mode (``chroma_host`` / ``chroma_port`` or an injected ``chroma_client``): the same
+collections live on a Chroma server, named after the store's id so that several stores can
+share one server without ever reading each other's vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import numpy as np
+
+from ..errors import StoreError
+from ..models import Entry, Scope, to_epoch
+from .locking import Guarded
+from .records import ENTRY_COLUMNS, row_to_entry
+
+#: Port ``chroma run`` listens on by default.
+DEFAULT_CHROMA_PORT = 8000
+
+
+def collection_name(user_id: str, prefix: str = "") -> str:
+    """The dense-index collection of one user (``prefix``: the store id in server mode)."""
+    return prefix + "u-" + hashlib.sha1(user_id.encode("utf-8")).hexdigest()[:32]
+
+
+class DenseIndex(Guarded):
+    """The chromadb side of :class:`~ariadnemem_core.store.Store` (vectors, search, reconcile)."""
+
+    #: (host, port) of the Chroma server, or None (embedded or injected client).
+    _server: tuple[str, int] | None
+    #: A caller's configured chromadb client, or None.
+    _injected: Any
+    _chroma: Any
+    _chroma_prefix: str
+    _collections: dict[str, Any]
+    _dense_behind: bool
+
+    @property
+    def remote(self) -> bool:
+        """True when the dense index lives on a Chroma server (or an injected client)."""
+        return self._server is not None or self._injected is not None
+
+    @property
+    def dense_location(self) -> str:
+        """Where the vectors are, for messages and ``stats``: a path or a server URL."""
+        if self._server:
+            return f"chroma server {self._server[0]}:{self._server[1]}"
+        if self._injected is not None:
+            return f"injected chroma client ({type(self._injected).__name__})"
+        return str(self.path / "chroma")
+
+
+    def _open_chroma(self) -> Any:
+        import chromadb
+        from chromadb.config import Settings
+
+        if self._injected is not None:
+            return self._injected
+        if self._server is not None:
+            host, port = self._server
+            try:
+                client = chromadb.HttpClient(host=host, port=port,
+                                             settings=Settings(anonymized_telemetry=False))
+                client.heartbeat()
+                return client
+            except Exception as exc:
+                raise StoreError(f"cannot reach the Chroma server at {host}:{port} ({type(exc).__name__}: {exc}); "
+                                 f"is `chroma run --host {host} --port {port}` running?") from exc
+        try:
+            return chromadb.PersistentClient(
+                path=str(self.path / "chroma"),
+                settings=Settings(anonymized_telemetry=False, allow_reset=False),
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
+
+    def _collection(self, user_id: str) -> Any:
+        self._refresh_if_stale()
+        col = self._collections.get(user_id)
+        if col is None:
+            # embedding_function=None is essential: the default one downloads a model.
+            col = self._chroma.get_or_create_collection(
+                collection_name(user_id, self._chroma_prefix),
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}},
+            )
+            self._collections[user_id] = col
+        return col
+
+
+    def _refresh_if_stale(self) -> None:
+        gen = self._generation()
+        if gen == self._gen and not self._stale:
+            return
+        self._gen = gen
+        self._stale = False
+        self._collections.clear()
+        if self.remote:  # the server is shared: only our collection handles can be stale
+            return
+        with suppress(Exception):
+            self._chroma.close()
+        self._chroma = self._open_chroma()
+
+
+    def reconcile(self) -> dict[str, int]:
+        """Make the dense index agree with the records (run on open; cheap when clean)."""
+        report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0}
+        with self._write_guard():
+            for entry_id, user_id in self._read("SELECT entry_id, user_id FROM tombstones"):
+                self._collection(user_id).delete(ids=[entry_id])
+                report["removed"] += 1
+            with self._tx() as db:
+                db.execute("DELETE FROM tombstones")
+            pending = self._read(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE indexed = 0 ORDER BY seq"
+            )
+            if pending:
+                self._index([row_to_entry(r) for r in pending])
+                report["reindexed"] = len(pending)
+            for (user_id, n) in self._read("SELECT user_id, COUNT(*) FROM entries GROUP BY user_id"):
+                if self._collection(user_id).count() != n:
+                    self._rebuild_user(user_id)
+                    report["rebuilt_users"] += 1
+        return report
+
+    def _rebuild_user(self, user_id: str) -> None:
+        with suppress(Exception):
+            self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
+        self._collections.pop(user_id, None)
+        rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
+        self._index([row_to_entry(r) for r in rows])
+
+    @contextmanager
+    def _dense(self, what: str) -> Iterator[None]:
+        """Turn a dense-index failure (server down, timeout) into a clear StoreError.
+
+        Records are committed to SQLite before any dense write, so a failure here loses
+        nothing: the rows stay ``indexed = 0`` and are pushed again by ``reconcile()``,
+        which the next dense operation runs first.
+        """
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            self._dense_behind = True
+            raise StoreError(f"dense index ({self.dense_location}) failed to {what}: {type(exc).__name__}: {exc}. "
+                             "Records are safe in SQLite; vectors are re-pushed on the next operation "
+                             "or reconcile().") from exc
+
+    def _catch_up(self) -> None:
+        """Re-push what a failed dense write left behind (no-op when nothing failed)."""
+        if self._dense_behind:
+            self._dense_behind = False
+            with self._dense("catch up"):
+                self.reconcile()
+
+    def _index(self, entries: Sequence[Entry]) -> None:
+        """Upsert entries into chromadb, then mark them indexed in SQLite."""
+        by_user: dict[str, list[Entry]] = {}
+        for entry in entries:
+            by_user.setdefault(entry.user_id, []).append(entry)
+        for user_id, group in by_user.items():
+            with self._dense("store vectors"):
+                col = self._collection(user_id)
+                for start in range(0, len(group), 1000):
+                    chunk = group[start : start + 1000]
+                    col.upsert(
+                        ids=[e.id for e in chunk],
+                        embeddings=np.stack([e.embedding for e in chunk]).astype(np.float32),
+                        metadatas=[_chroma_meta(e) for e in chunk],
+                    )
+        with self._tx() as db:
+            db.executemany("UPDATE entries SET indexed = 1 WHERE id = ?", [(e.id,) for e in entries])
+
+
+    def _drop_vectors(self, entries: Sequence[Entry]) -> None:
+        by_user: dict[str, list[str]] = {}
+        for e in entries:
+            by_user.setdefault(e.user_id, []).append(e.id)
+        with self._lock, self._dense("delete vectors"):
+            for user_id, ids in by_user.items():
+                col = self._collection(user_id)
+                for start in range(0, len(ids), 1000):
+                    col.delete(ids=ids[start : start + 1000])
+            with self._tx() as db:
+                db.executemany("DELETE FROM tombstones WHERE entry_id = ?", [(e.id,) for e in entries])
+
+
+    def dense_search(
+        self, scope: Scope, vectors: np.ndarray, k: int
+    ) -> list[list[tuple[str, float]]]:
+        """Top-``k`` (entry id, cosine) per query vector, inside the scope's partition."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(vectors) == 0:
+            return []
+        n = int(self._read("SELECT COUNT(*) FROM entries WHERE user_id = ?", (scope.user_id,))[0][0])
+        with self._lock:
+            self._catch_up()
+            if n == 0:  # no collection is created for a user who has nothing
+                return [[] for _ in range(len(vectors))]
+            with self._dense("search"):
+                col = self._collection(scope.user_id)
+                where = _chroma_where(scope)
+                res = col.query(query_embeddings=vectors, n_results=min(k, n), where=where,
+                                include=["distances"])
+        return [
+            [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=True)]
+            for ids, dists in zip(res["ids"], res["distances"], strict=True)
+        ]
+
+
+    @property
+    def collection_prefix(self) -> str:
+        """What this store's collection names start with ("" embedded, the store id on a server)."""
+        return self._chroma_prefix
+
+    def dense_collection(self, user_id: str) -> str:
+        """The name of ``user_id``'s collection in this store's dense index.
+
+        Args:
+            user_id: a user of the store.
+
+        Returns:
+            The collection name (it carries this store's id in server mode).
+        """
+        return collection_name(user_id, self._chroma_prefix)
+
+    def dense_count(self, user_id: str) -> int:
+        """Vectors the dense index holds for ``user_id`` (equals its entry count once reconciled)."""
+        with self._lock, self._dense("count vectors"):
+            return int(self._collection(user_id).count())
+
+def _chroma_meta(entry: Entry) -> dict[str, Any]:
+    # chromadb metadata values cannot be None: "" marks an absent agent/session.
+    ts = to_epoch(entry.timestamp)
+    return {
+        "agent_id": entry.agent_id or "",
+        "session_id": entry.session_id or "",
+        "ts": float(ts) if ts is not None else -1.0,
+    }
+
+
+def _chroma_where(scope: Scope) -> dict[str, Any] | None:
+    clauses: list[dict[str, Any]] = []
+    if scope.agent_id is not None:
+        clauses.append({"agent_id": scope.agent_id})
+    if scope.session_id is not None:
+        clauses.append({"session_id": scope.session_id})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+

@@ -1,0 +1,382 @@
+"""The one place for English word lists and word-level rules shared across the package.
+
+Extraction (keywords, names), coarsening (stems, calendar values), the lexical index
+(query stopwords), retrieval (the entities a question names) and the fast paths all read
+the same lexicons from here, so a word added to a list changes every step the same way.
+
+* :data:`WEEKDAYS`, :data:`MONTHS` and their title-case forms (locale-independent:
+  ``strftime`` is not);
+* :data:`STOPWORDS` (content-free words of chat turns), :data:`QUERY_STOPWORDS` (words a
+  lexical query drops), :data:`QUESTION_WORDS` (words that never name an entity in a
+  question);
+* :func:`normalize_text`, :func:`keywords`, :func:`stem`;
+* name detection: :func:`scan_names` (persons and entities of a turn) and
+  :func:`query_entities` (the entities a question names).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# --------------------------------------------------------------------------- lexicons
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+          "october", "november", "december")
+MONTH_TITLES = tuple(m.capitalize() for m in MONTHS)  # locale-independent (strftime %B is not)
+WEEKDAY_TITLES = tuple(d.capitalize() for d in WEEKDAYS)
+WEEKDAY_ABBR = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4,
+                 "sat": 5, "sun": 6}
+
+#: Function words, pronouns, auxiliaries, contractions (with and without apostrophe) and
+#: chat fillers: they say nothing about *what* a turn is about, so they are not keywords.
+STOPWORDS = frozenset(
+    "a about above after again against all almost along already also although always am among an and "
+    "another any anybody anyone anything anyway anyways are aren't around as at away back be became "
+    "because become been before being below beside besides between both but by can can't cannot could "
+    "couldn't did didn't do does doesn't doing don't done down during each either else enough etc even "
+    "ever every everybody everyone everything few for from further get gets getting go goes going gone "
+    "gonna got gotta had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers "
+    "herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it it'd it'll "
+    "it's its itself just kinda least less let let's like lot lots made make makes many may maybe me "
+    "might mine more most much must mustn't my myself neither never no nobody none nor not nothing now "
+    "of off often oh ok okay on once one ones only onto or other others ought our ours ourselves out "
+    "over own per perhaps quite rather really said same say says see seem seems shall shan't she she'd "
+    "she'll she's should shouldn't since so some somebody someone something sometimes somewhat soon "
+    "still such sure than that that's thats the their theirs them themselves then there there's these "
+    "they they'd they'll they're they've thing things this those though through thus till to too "
+    "toward towards under unless until up upon us very via was wasn't way we we'd we'll we're we've "
+    "well went were weren't what what's whatever when when's whenever where where's whether which while "
+    "who who's whoever whole whom whose why why's will with within without won't would wouldn't yet you "
+    "you'd you'll you're you've your yours yourself yourselves im ive id ill dont cant wont didnt doesnt "
+    "isnt wasnt arent youre youve youll theyre lets hes shes whats thats theres heres ya yall y'all "
+    "wanna know last next ago yesterday today tomorrow tonight recently lately "
+    # chat fillers / interjections / empty politeness
+    "oh ooh wow whoa hey hi hello yeah yea yes yep yup nope nah ah aw aww haha hahaha lol lmao omg hmm "
+    "um uh er thanks thank thx ty pls please btw bye cool awesome great nice amazing totally "
+    "definitely absolutely congrats congratulations guess yay yoohoo woohoo hooray phew ugh ooh yikes "
+    "gosh oops".split()
+)
+#: Capitalized words that are not names however they are placed (sentence openers,
+#: interjections, calendar words, the pronoun I, religious and generic words).
+COMMON_CAPS = frozenset(
+    [*WEEKDAYS, *MONTHS, *STOPWORDS, *WEEKDAY_ABBR,
+     *("god gosh jesus sir madam mr mrs ms dr today tomorrow yesterday tonight morning evening "
+       "afternoon night weekend week month year christmas easter halloween thanksgiving sounds sound "
+       "love glad happy sorry good best fun yay woah dear wishing hope hoping keep take let remember "
+       "check look congratulations oops anyways wait right true exactly same absolutely agreed "
+       "totally certainly indeed haha ahh ugh whew phew cheers welcome excellent fantastic wonderful "
+       "incredible beautiful lovely sweet cute brilliant perfect interesting tell thank thanks "
+       "sure wow yes no nope yeah yep ok okay alright hey hi hello oh omg lol "
+       "english internet tv ps pm am ok fyi woohoo yay hooray anytime bravo kudos hmm hmmm").split()]
+)
+#: Family words that name a person when capitalized mid-sentence ("I called Mom").
+FAMILY_NAMES = frozenset({"mom", "dad", "mum", "mommy", "daddy", "grandma", "grandpa", "granny", "nana",
+                          "papa", "mama", "grandmother", "grandfather", "auntie", "uncle", "aunt"})
+_GREETINGS = frozenset({"hey", "hi", "hello", "thanks", "thank", "congrats", "congratulations", "bye",
+                        "sorry", "wow", "oh", "yo", "dear", "hiya", "cheers", "goodbye", "morning",
+                        "night", "welcome", "yeah", "yes", "no", "ok", "okay", "sure", "love", "miss"})
+_PERSON_CUE_BEFORE = frozenset({"friend", "friends", "brother", "sister", "son", "daughter", "husband",
+                                "wife", "partner", "boyfriend", "girlfriend", "bf", "gf", "cousin", "aunt",
+                                "uncle", "niece", "nephew", "colleague", "coworker", "boss", "neighbor",
+                                "neighbour", "buddy", "pal", "mentor", "teacher", "coach", "fiance",
+                                "fiancee", "roommate", "mom", "dad", "mother", "father", "grandma",
+                                "grandpa", "kid", "child", "baby", "bestie", "classmate", "therapist"})
+#: Words a lexical (BM25) query drops: the index keeps them, a question's match on them
+#: says nothing.
+QUERY_STOPWORDS = frozenset(
+    "a an the and or but of to in on at for with by from as is are was were be been being do "
+    "does did has have had what when where which who whom whose why how did i you he she it "
+    "we they me him her them my your his its our their this that these those there here not "
+    "no yes any some can could would should will shall may might must about into than then so "
+    "if".split()
+)
+#: Capitalized words of a question that never name an entity (question words, auxiliaries,
+#: function words, calendar words).
+QUESTION_WORDS = frozenset(
+    "i what when where which who whom whose why how is are was were do does did can could "
+    "would should will has have had the a an in on at of for to and or but if my your his her "
+    "their our its this that these those there here".split()
+) | frozenset(WEEKDAYS) | frozenset(MONTHS)
+
+
+# --------------------------------------------------------------------------- normalization
+TRANSLATE = {ord("’"): "'", ord("‘"): "'", ord("ʼ"): "'", ord("`"): "'", ord("“"): '"', ord("”"): '"',
+              ord("\u200b"): None, ord("\u200c"): None, ord("\u200d"): None, ord("\ufeff"): None,
+              **{c: " " for c in range(32)}, 127: " "}
+
+
+def normalize_text(text: str) -> str:
+    """Curly quotes to straight ones, control and zero-width characters out, whitespace
+    collapsed: the rules below then only need to match ``'`` and single spaces."""
+    return " ".join(text.translate(TRANSLATE).split())
+
+
+def previous_word(s: str, start: int) -> str:
+    """The lowercased word just before ``start`` ("" at the start of the text)."""
+    head = s[max(0, start - 24):start].rstrip()
+    if not head or not (head[-1].isalnum() or head[-1] == "'"):
+        return ""
+    return head.rsplit(" ", 1)[-1].lower()
+
+
+
+# --------------------------------------------------------------------------- stemming
+@functools.lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    from nltk.stem import PorterStemmer
+
+    return PorterStemmer()
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Porter stem of a lowercased word (NLTK's variant; cached: a memory's vocabulary is small).
+
+    Args:
+        word: any word; it is lowercased first.
+
+    Returns:
+        The stem, as stored in the mention counters and compared by coarsening.
+    """
+    return str(_stemmer().stem(word.lower()))
+
+
+# --------------------------------------------------------------------------- keywords
+_TOKEN_RE = re.compile(
+    r"\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"  # clock times, joined below
+    r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?\b"  # numbers, dates, phone numbers, 1990s, 5k
+    r"|[a-z]+(?:['-][a-z]+)*"
+)
+
+
+_CLITICS = frozenset({"s", "ve", "re", "ll", "d", "m"})
+
+
+def keywords(text: str, exclude: Iterable[str] = ()) -> list[str]:
+    """Lowercased content words in order of appearance, deduplicated.
+
+    Stopwords and chat fillers are dropped, numbers kept, clock times joined ("2 pm" ->
+    "2pm", "3:30 pm" -> "3:30pm"), a possessive "'s" stripped, hyphenated words split (as
+    the counter fast path splits the question). Words shorter than 2 characters are
+    dropped unless they are digits. ``exclude``: further lowercased words to leave out.
+    """
+    extra = exclude if isinstance(exclude, (set, frozenset)) else frozenset(exclude)
+    out: list[str] = []
+    seen: set[str] = set()
+    for tok in _TOKEN_RE.findall(text.lower().translate(TRANSLATE)):
+        first = tok[0]
+        if first.isdigit():
+            tok = tok.replace(" ", "")
+            parts = [tok]
+        elif "-" in tok:
+            parts = tok.split("-")
+        else:
+            parts = [tok]
+        for w in parts:
+            if "'" in w:
+                base, _, suffix = w.rpartition("'")
+                if suffix in _CLITICS:
+                    w = base
+            if w in STOPWORDS or w in extra or w in seen or (len(w) < 2 and not w.isdigit()):
+                continue
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+# --------------------------------------------------------------------------- names
+#: A capitalized word, possibly hyphenated or possessive ("Caroline's", "Jean-Luc").
+_CAPW = r"[A-Z][A-Za-z0-9&]*(?:['-][A-Za-z0-9]+)*"
+#: Runs of capitalized words, joined by name particles ("Lord of the Rings"); a
+#: possessive ends the run ("Caroline's Mom" is two phrases).
+NAME_PHRASE = _CAPW + r"(?:(?<!'s)\s(?:(?:of|the|de|du|la|le|von|van|der|del|da|di|y)\s)*" + _CAPW + r")*"
+_CAPNAME_PHRASE_RE = re.compile(r"(?<![\w'-])" + NAME_PHRASE)
+_SENTENCE_OPENERS = frozenset('.!?:;\n')
+_AFTER_PERSON_RE = re.compile(r" (?:said|says|told|tells|asked|asks|and i|and me|is my|was my)\b")
+_POSS_PERSON_RE = re.compile(
+    r" (?:mom|dad|mother|father|wife|husband|son|daughter|sister|brother|kids|children|friend|boyfriend"
+    r"|girlfriend|partner|birthday|family)\b"
+)
+
+
+def participant_index(participants: Iterable[str]) -> dict[str, str]:
+    """Lowercased full names and first names -> canonical participant name."""
+    index: dict[str, str] = {}
+    for p in participants:
+        low = p.lower()
+        index.setdefault(low, p)
+        first = low.split()[0] if " " in low else ""
+        if len(first) > 2:
+            index.setdefault(first, p)
+    return index
+
+
+def participant(word: str, index: Mapping[str, str]) -> str | None:
+    """The participant a capitalized word names: exact, or a nickname prefix ("Mel")."""
+    low = word.lower()
+    hit = index.get(low)
+    if hit is not None:
+        return hit
+    if len(low) >= 2:
+        for key, name in index.items():
+            if len(key) > len(low) and key.startswith(low):
+                return name
+    return None
+
+
+def _is_initial(text: str, start: int) -> bool:
+    """Does the word at ``start`` open a sentence (where every word is capitalized)?"""
+    i = start - 1
+    while i >= 0 and text[i] == " ":
+        i -= 1
+    if i < 0:
+        return True
+    c = text[i]
+    return c in _SENTENCE_OPENERS or c in "\"'(" or ord(c) >= 0x2190  # emoji/symbols end chat sentences
+
+
+def strip_possessive(word: str) -> str:
+    return word[:-2] if word.endswith("'s") else word
+
+
+def _person_position(text: str, start: int, end: int, possessive: bool) -> bool:
+    """Addressed ("..., Jon!"), introduced ("my friend Jenna"), speaking ("Jenna said")
+    or owning a relation ("Jenna's mom")."""
+    if text.startswith(", ", start - 2) and (end == len(text) or text[end] in "!?."):
+        # Addressed only after a short clause ("Sounds great, Jon!"), not an apposition
+        # closing a long one ("a gift from my home country, Sweden.").
+        left = max(text.rfind(".", 0, start), text.rfind("!", 0, start), text.rfind("?", 0, start))
+        if text.count(" ", left + 1, start) <= 6:
+            return True
+    if previous_word(text, start) in _PERSON_CUE_BEFORE:
+        return True
+    if possessive:
+        return _POSS_PERSON_RE.match(text, end) is not None
+    return _AFTER_PERSON_RE.match(text.lower(), end) is not None if end < len(text) else False
+
+
+def persons_and_entities(text: str, participants: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """Persons and named entities among the capitalized phrases of a normalized text.
+
+    See :func:`scan_names`; this drops the surface forms.
+    """
+    persons, entities, _ = scan_names(text, participants)
+    return persons, entities
+
+
+def scan_names(text: str, participants: Mapping[str, str] | None = None
+               ) -> tuple[list[str], list[str], set[str]]:
+    """(persons, entities, lowercased surface words of the persons) of a normalized text.
+
+    Precision over recall, because a wrong person keeps two entries from merging: a word is
+    a person when it is a participant (or a nickname prefix of one, mapped to the full
+    name), a family word ("Mom"), or a single mid-sentence name in a person position
+    (greeted: "Hey Jenna"; addressed: "Thanks, Jon!"; introduced: "my friend Jenna";
+    speaking: "Jenna said"; owning: "Jenna's mom"). Other mid-sentence capitalized words,
+    multiword phrases and acronyms are entities. A lone sentence-initial word is kept only
+    if it is a participant, a family word or an acronym (every sentence starts capitalized).
+    """
+    index = participants or {}
+    persons: list[str] = []
+    entities: list[str] = []
+    surfaces: set[str] = set()
+    for m in _CAPNAME_PHRASE_RE.finditer(text):
+        words = m.group(0).split()
+        # Leading function words, interjections and greetings are not part of the name.
+        dropped = ""
+        while words and strip_possessive(words[0]).lower() in COMMON_CAPS:
+            dropped = words.pop(0).lower()
+        if not words:
+            continue
+        while len(words) > 1 and words[-1].lower() in COMMON_CAPS:
+            words.pop()
+        possessive = words[-1].endswith("'s")
+        words[-1] = strip_possessive(words[-1])
+        if len(words) == 1:
+            word = words[0]
+            who = participant(word, index)
+            low = word.lower()
+            if who is not None:
+                persons.append(who)
+                surfaces.add(low)
+                continue
+            if low in COMMON_CAPS or len(word) < 2 or any(c.isdigit() for c in word):
+                continue
+            if low in FAMILY_NAMES:
+                persons.append(word)
+                continue
+            acronym = word.isupper() or (word[:-1].isupper() and word[-1] == "s")
+            if acronym:
+                if len(word) > 6:  # shouted words ("INTENSE"), not acronyms
+                    continue
+                entities.append(word)
+            elif not dropped and _is_initial(text, m.start()):
+                continue
+            elif dropped in _GREETINGS or _person_position(text, m.start(), m.end(), possessive):
+                persons.append(word)
+                surfaces.add(low)
+            else:
+                entities.append(word)
+            continue
+        if not dropped and words[0].lower().endswith(("ing", "ly")) and _is_initial(text, m.start()):
+            words.pop(0)  # a capitalized sentence opener ("Adding NYC ...")
+            if len(words) == 1:
+                who = participant(words[0], index)
+                (persons if who else entities).append(who or words[0])
+                continue
+        phrase = " ".join(words)
+        who = index.get(phrase.lower())
+        if who is not None:
+            persons.append(who)
+        else:
+            entities.append(phrase)
+    persons = _dedupe(persons)
+    taken = {p.lower() for p in persons}
+    return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    """Order-preserving, case-insensitive de-duplication (first surface form wins)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for x in items:
+        k = x.lower()
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    return out
+
+
+
+_CAPITALIZED = re.compile(r"\b([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+
+
+def query_entities(query: str, known_persons: set[str]) -> list[str]:
+    """Entities a question names: known persons (any case) and capitalized phrases.
+
+    Looser than :func:`scan_names` on purpose: a question is short and a missed entity
+    only costs a ranking bonus, so every capitalized phrase that is not a question word
+    counts.
+
+    Args:
+        query: the question as asked.
+        known_persons: lowercased persons of the user's memory.
+
+    Returns:
+        Lowercased entities, in order of first appearance, without repeats.
+    """
+    found: list[str] = []
+    lowered = query.lower()
+    for person in known_persons:
+        if len(person) > 1 and re.search(rf"\b{re.escape(person)}\b", lowered):
+            found.append(person)
+    for match in _CAPITALIZED.finditer(query):
+        phrase = match.group(1).strip("'’-").rstrip("s'’") if match.group(1).endswith(("'s", "’s")) \
+            else match.group(1).strip("'’-")
+        words = [w for w in phrase.split() if w.lower() not in QUESTION_WORDS]
+        if words:
+            found.append(" ".join(words).lower())
+    return list(dict.fromkeys(found))
