@@ -407,7 +407,7 @@ def beam_chart(results: Mapping[str, Any], path: Path, *, dpi: float = 150) -> P
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..picture import write_atomic
+    from ..files import write_atomic
 
     systems = results["systems"]
     fig = Figure(figsize=(12, 4.6), layout="constrained")
