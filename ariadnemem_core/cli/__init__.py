@@ -6,6 +6,7 @@
     ariadnemem ask "question" [--base-url URL] [--model NAME]
     ariadnemem entries | history ENTRY_ID | stats | delete ENTRY_ID
     ariadnemem export FILE | import FILE | forget --user U [--yes]
+    ariadnemem mcp [--http HOST:PORT] [--per-call-scope]
     ariadnemem bench locomo|ingest|latency|scale ...
 
 Every memory command takes ``--store PATH`` (env ``ARIADNEMEM_STORE``), ``--user ID``,
@@ -22,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from . import memory_cmds
+from . import mcp_cmd, memory_cmds
 from ._common import handle_errors
 from .bench_cmds import bench_app
 
@@ -73,6 +74,7 @@ def demo(
 
 
 memory_cmds.register(app)
+app.command("mcp")(handle_errors(mcp_cmd.mcp))
 app.add_typer(bench_app, name="bench")
 
 
