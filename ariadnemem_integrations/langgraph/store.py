@@ -1,0 +1,255 @@
+"""A LangGraph ``BaseStore`` backed by AriadneMemory.
+
+``create_agent(..., store=AriadneMemStore(memory))`` hands it to tools as
+``runtime.store``; LangMem's memory tools and any code written against ``BaseStore``
+then keep their long-term memory in AriadneMem.
+
+Namespaces map to memory scopes (after an optional fixed ``prefix``, e.g.
+``("memories",)`` for LangMem's ``("memories", user_id)``):
+
+=================================  ====================================
+namespace (after the prefix)       scope
+=================================  ====================================
+``(user,)``                        user, any agent, any session
+``(user, agent)``                  user and agent
+``(user, agent, session)``         user, agent and session
+``(user, "_", session)``           user and session, no agent
+=================================  ====================================
+
+What differs from a key-value store (``InMemoryStore``), by design:
+
+* ``put`` *adds*: the value's text (``content``, ``text`` or ``memory``, else its JSON)
+  is one dialogue turn that goes through gating, extraction and coarsening. What ``get``
+  and ``search`` return is the extracted facts (``value["content"]``), not the value
+  verbatim (that is kept under ``value["put_value"]`` as provenance). A value the gate
+  finds uninformative may leave no fact, and then ``get`` returns None.
+* ``put`` on an existing key replaces the facts extracted from that key; ``delete``
+  removes every fact whose provenance includes the key (a fact MERGEd from several puts
+  goes with any of them).
+* ``search(query=...)`` runs AriadneMem's retrieval (hybrid search, bridges, node
+  budget) in one user's memory, so the namespace prefix must name the user; results are
+  one item per key, best first, ``score`` being the best fact's score. Facts that did not
+  come from a ``put`` (added with ``memory.add``) are items keyed by their entry id.
+* ``index`` is ignored (everything is indexed) and TTLs are not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ariadnemem_core import AriadneMemory, Entry, Scope, Turn
+
+from .._compat import require
+
+require("langgraph.store.base", "langchain", "AriadneMemStore")
+
+from langgraph.store.base import (  # noqa: E402
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+# LangGraph's own matching rules for namespace conditions and value filters, so both
+# behave exactly as they do with InMemoryStore.
+from langgraph.store.memory import _compare_values, _does_match  # noqa: E402
+
+#: The agent label of a namespace whose scope has a session but no agent.
+NO_AGENT = "_"
+#: Turn-id prefix of the turns written by ``put`` (the key follows).
+TURN_PREFIX = "langgraph:"
+#: Value fields read as the text of a put, in this order.
+TEXT_FIELDS = ("content", "text", "memory")
+
+
+class AriadneMemStore(BaseStore):
+    """LangGraph ``BaseStore`` over an :class:`~ariadnemem_core.AriadneMemory`.
+
+    Args:
+        memory: The memory (the caller opens and closes it).
+        prefix: Leading namespace labels that are not part of the scope (LangMem:
+            ``("memories",)``). Every namespace must start with them.
+        speaker: Speaker of the turns written by ``put`` (a value's ``speaker`` field wins).
+        flush: Extract each put at once, so the next search sees it.
+    """
+
+    supports_ttl = False
+
+    def __init__(self, memory: AriadneMemory, *, prefix: tuple[str, ...] = (), speaker: str = "user",
+                 flush: bool = True) -> None:
+        self.memory = memory
+        self.prefix = tuple(prefix)
+        self.speaker = speaker
+        self.flush = flush
+
+    # ------------------------------------------------------------------ mapping
+    def scope_of(self, namespace: tuple[str, ...], *, partial: bool = False) -> Scope:
+        """The scope a namespace names (``partial``: a search prefix, agent/session optional)."""
+        ns = tuple(namespace)
+        if ns[: len(self.prefix)] != self.prefix:
+            raise InvalidNamespaceError(f"namespace {ns} does not start with this store's prefix {self.prefix}")
+        labels = ns[len(self.prefix):]
+        if not 1 <= len(labels) <= 3:
+            what = "a search prefix" if partial else "a namespace"
+            raise InvalidNamespaceError(
+                f"{what} must be prefix + (user[, agent[, session]]), got {ns} (prefix {self.prefix}): "
+                "the memory's scopes are user, agent and session")
+        agent = labels[1] if len(labels) > 1 and labels[1] != NO_AGENT else None
+        session = labels[2] if len(labels) > 2 else None
+        return Scope(labels[0], agent, session)
+
+    def namespace_of(self, entry: Entry) -> tuple[str, ...]:
+        """The namespace an entry lives in (the inverse of :meth:`scope_of`)."""
+        labels: tuple[str, ...] = (entry.user_id,)
+        if entry.agent_id or entry.session_id:
+            labels += (entry.agent_id or NO_AGENT,)
+        if entry.session_id:
+            labels += (entry.session_id,)
+        return self.prefix + labels
+
+    @staticmethod
+    def _key_of(entry: Entry) -> str:
+        """The put key an entry came from (the first, if MERGEd from several), else its id."""
+        for tid in entry.source_turn_ids:
+            if tid.startswith(TURN_PREFIX):
+                return tid[len(TURN_PREFIX):]
+        return entry.id
+
+    @staticmethod
+    def _has_key(entry: Entry, key: str) -> bool:
+        return entry.id == key or TURN_PREFIX + key in entry.source_turn_ids
+
+    def _entries(self, scope: Scope) -> list[Entry]:
+        return self.memory.entries(scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
+
+    def _item(self, namespace: tuple[str, ...], key: str, entries: list[Entry],
+              score: float | None = None, search: bool = False) -> Item:
+        stamps = [e.timestamp for e in entries if e.timestamp]
+        firsts = [e.first_timestamp or e.timestamp for e in entries if e.first_timestamp or e.timestamp]
+        now = datetime.now(UTC)
+        put_value = next((e.metadata.get("langgraph_value") for e in entries if "langgraph_value" in e.metadata),
+                         None)
+        value = {
+            "content": "\n".join(e.text for e in entries),
+            "facts": [{"id": e.id, "text": e.text, "timestamp": e.timestamp.isoformat() if e.timestamp else None,
+                       "source_turn_ids": list(e.source_turn_ids)} for e in entries],
+            "put_value": put_value,
+        }
+        created, updated = (min(firsts) if firsts else now), (max(stamps) if stamps else now)
+        if search:
+            return SearchItem(namespace, key, value, created, updated, score=score)
+        return Item(value=value, key=key, namespace=namespace, created_at=created, updated_at=updated)
+
+    def _grouped(self, entries: Iterable[Entry]) -> dict[tuple[tuple[str, ...], str], list[Entry]]:
+        groups: dict[tuple[tuple[str, ...], str], list[Entry]] = {}
+        for e in entries:
+            groups.setdefault((self.namespace_of(e), self._key_of(e)), []).append(e)
+        return groups
+
+    # ------------------------------------------------------------------ operations
+    def _get(self, op: GetOp) -> Item | None:
+        scope = self.scope_of(op.namespace)
+        ns = tuple(op.namespace)
+        found = [e for e in self._entries(scope) if self.namespace_of(e) == ns and self._has_key(e, op.key)]
+        return self._item(ns, op.key, found) if found else None
+
+    def _put(self, op: PutOp) -> None:
+        if op.ttl is not None:
+            raise NotImplementedError("AriadneMemStore does not support TTLs")
+        scope = self.scope_of(op.namespace)
+        ns = tuple(op.namespace)
+        old = [e for e in self._entries(scope) if self.namespace_of(e) == ns and self._has_key(e, op.key)]
+        if op.value is not None:
+            # Validate (and build) the turn before deleting anything it replaces.
+            value = dict(op.value)
+            turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
+                        TURN_PREFIX + op.key, {"langgraph_key": op.key, "langgraph_value": value})
+        for e in old:
+            self.memory.delete(e.id, user_id=scope.user_id)
+        if op.value is None:
+            return
+        self.memory.add(turn, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
+        if self.flush:
+            self.memory.flush()
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        scope = self.scope_of(op.namespace_prefix, partial=True)
+        prefix = tuple(op.namespace_prefix)
+        ranked: list[tuple[tuple[str, ...], str, list[Entry], float | None]] = []
+        if op.query:
+            graph = self.memory.retrieve(op.query, user_id=scope.user_id, agent_id=scope.agent_id,
+                                         session_id=scope.session_id)
+            scores = {f.id: f.score for f in graph.facts}
+            found = self.memory.store.get(list(scores), scope.user_id) if scores else {}
+            facts = sorted((found[i] for i in scores if i in found), key=lambda e: -scores[e.id])
+            for (ns, key), group in self._grouped(facts).items():
+                ranked.append((ns, key, group, max(scores[e.id] for e in group)))
+        else:
+            for (ns, key), group in self._grouped(self._entries(scope)).items():
+                ranked.append((ns, key, group, None))
+        items = [self._item(ns, key, group, score, search=True) for ns, key, group, score in ranked
+                 if ns[: len(prefix)] == prefix]
+        if op.filter:
+            items = [it for it in items if all(_compare_values(it.value.get(k), v) for k, v in op.filter.items())]
+        return items[op.offset: op.offset + op.limit]  # type: ignore[return-value]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        spaces: set[tuple[str, ...]] = set()
+        for user in self.memory.users():
+            for e in self.memory.entries(user):
+                spaces.add(self.namespace_of(e))
+        found = sorted(ns for ns in spaces if all(_does_match(c, ns) for c in op.match_conditions or ()))
+        if op.max_depth is not None:
+            found = sorted({ns[: op.max_depth] for ns in found})
+        return found[op.offset: op.offset + op.limit]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations like ``InMemoryStore`` does: reads see the store as it was
+        before the batch, then the writes are applied (the last write to a key wins)."""
+        ops = list(ops)
+        results: list[Result] = []
+        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            elif isinstance(op, PutOp):
+                writes.pop((tuple(op.namespace), op.key), None)
+                writes[(tuple(op.namespace), op.key)] = op
+                results.append(None)
+            else:
+                raise ValueError(f"unknown operation type: {type(op).__name__}")
+        for op in writes.values():
+            self._put(op)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` in a worker thread (embedding and extraction are CPU work)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+
+def _text_of(value: Mapping[str, Any]) -> str:
+    """The text a put stores: the first string among the usual fields (LangMem nests its
+    content one level: ``{"kind": ..., "content": {"content": ...}}``), else the JSON."""
+    for field in TEXT_FIELDS:
+        v = value.get(field)
+        if isinstance(v, str) and v.strip():
+            return v
+        if isinstance(v, Mapping):
+            inner = _text_of(v)
+            if inner:
+                return inner
+    return json.dumps(dict(value), ensure_ascii=False, default=str) if value else ""

@@ -1,0 +1,208 @@
+"""The LangGraph store adapter: inside a real ``create_agent`` graph whose tools use
+``runtime.store``, and side by side with LangGraph's reference ``InMemoryStore`` where
+the two should behave alike (and where they differ by design)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.tools import ToolRuntime, tool
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
+
+from ariadnemem_core import AriadneMemory, HashEmbedder
+from ariadnemem_integrations.langgraph import AriadneMemStore
+
+
+class ToolCallingFake(GenericFakeChatModel):
+    """langchain-core's scripted chat model; it cannot bind tools, so bind_tools -> self."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFake:
+        return self
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[AriadneMemory]:
+    with AriadneMemory(tmp_path / "lg", embedder=HashEmbedder()) as mem:
+        yield mem
+
+
+@pytest.fixture
+def store(memory: AriadneMemory) -> AriadneMemStore:
+    return AriadneMemStore(memory, prefix=("memories",))
+
+
+def _call(name: str, call_id: str, **args: Any) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
+async def test_create_agent_tools_use_runtime_store(store: AriadneMemStore, memory: AriadneMemory,
+                                                    use_async: bool) -> None:
+    @tool
+    def remember(note: str, runtime: ToolRuntime) -> str:
+        """Store a note about the user."""
+        runtime.store.put(("memories", "maya"), "note-1", {"content": note})
+        return "stored"
+
+    @tool
+    def recall(query: str, runtime: ToolRuntime) -> str:
+        """Search notes about the user."""
+        items = runtime.store.search(("memories", "maya"), query=query, limit=3)
+        return "\n".join(i.value["content"] for i in items) or "nothing"
+
+    model = ToolCallingFake(messages=iter([
+        _call("remember", "c1", note="Maya's passport number is X1234567."),
+        _call("recall", "c2", query="What is Maya's passport number?"),
+        AIMessage(content="It is X1234567."),
+    ]))
+    agent = create_agent(model, tools=[remember, recall], store=store)
+    request = {"messages": [HumanMessage("Remember my passport number X1234567, then look it up.")]}
+    result = await agent.ainvoke(request) if use_async else agent.invoke(request)
+
+    tool_msgs = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert tool_msgs[0].content == "stored"
+    assert "X1234567" in tool_msgs[1].content  # recalled through runtime.store.search
+    assert result["messages"][-1].content == "It is X1234567."
+    [entry] = memory.entries("maya")  # the put became an extracted memory entry of user maya
+    assert "X1234567" in entry.text and entry.source_turn_ids == ["langgraph:note-1"]
+
+
+# ---------------------------------------------------------------------- same semantics
+@pytest.fixture(params=["in_memory", "ariadnemem"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "in_memory":
+        yield InMemoryStore()
+        return
+    with AriadneMemory(tmp_path / "s", embedder=HashEmbedder()) as mem:
+        yield AriadneMemStore(mem)
+
+
+NOTES = {"k1": "Maya adopted a grey cat named Biscuit.", "k2": "Maya works at the aquarium on Pier 9.",
+         "k3": "Maya's sister lives in Oslo."}
+
+
+def _fill(s: Any) -> None:
+    for key, text in NOTES.items():
+        s.put(("maya",), key, {"content": text, "topic": "pets" if key == "k1" else "life"})
+    s.put(("maya", "travel"), "k4", {"content": "Maya booked a flight to Lisbon for June."})
+    s.put(("ben",), "k1", {"content": "Ben plays the cello in a quartet."})
+
+
+def _content(item: Any) -> str:
+    return item.value["content"]
+
+
+def test_get_put_delete_like_in_memory_store(any_store: Any) -> None:
+    _fill(any_store)
+    assert any_store.get(("maya",), "missing") is None
+    item = any_store.get(("maya",), "k1")
+    assert item.key == "k1" and item.namespace == ("maya",) and "Biscuit" in _content(item)
+    assert item.created_at <= item.updated_at
+    assert "cello" in _content(any_store.get(("ben",), "k1"))  # same key, other namespace: other item
+    assert any_store.get(("maya",), "k4") is None  # exact namespace, not a prefix
+    any_store.put(("maya",), "k1", {"content": "Maya adopted a black cat named Pepper."})  # replace
+    assert "Pepper" in _content(any_store.get(("maya",), "k1"))
+    assert "Biscuit" not in _content(any_store.get(("maya",), "k1"))
+    any_store.delete(("maya",), "k1")
+    assert any_store.get(("maya",), "k1") is None
+    assert any_store.get(("ben",), "k1") is not None
+    any_store.delete(("maya",), "never-there")  # deleting a missing key is not an error
+
+
+def test_search_without_query_lists_a_prefix(any_store: Any) -> None:
+    _fill(any_store)
+    keys = {(i.namespace, i.key) for i in any_store.search(("maya",), limit=10)}
+    assert keys == {(("maya",), "k1"), (("maya",), "k2"), (("maya",), "k3"), (("maya", "travel"), "k4")}
+    assert len(any_store.search(("maya",), limit=2)) == 2
+    assert len(any_store.search(("maya",), limit=2, offset=3)) == 1
+    assert {i.key for i in any_store.search(("maya", "travel"))} == {"k4"}
+    assert [i.key for i in any_store.search(("maya",), filter={"topic": "pets"})] == (
+        ["k1"] if isinstance(any_store, InMemoryStore) else [])  # filters see the *stored* value
+
+
+def test_search_with_query_stays_in_the_namespace(any_store: Any) -> None:
+    _fill(any_store)
+    hits = any_store.search(("maya",), query="Which instrument does Ben play?", limit=5)
+    assert all(h.namespace[0] == "maya" for h in hits)
+    assert all("cello" not in _content(h) for h in hits)
+
+
+def test_list_namespaces_like_in_memory_store(any_store: Any) -> None:
+    _fill(any_store)
+    assert any_store.list_namespaces() == [("ben",), ("maya",), ("maya", "travel")]
+    assert any_store.list_namespaces(prefix=("maya",)) == [("maya",), ("maya", "travel")]
+    assert any_store.list_namespaces(suffix=("travel",)) == [("maya", "travel")]
+    assert any_store.list_namespaces(max_depth=1) == [("ben",), ("maya",)]
+    assert any_store.list_namespaces(limit=1, offset=1) == [("maya",)]
+
+
+def test_namespace_validation_like_in_memory_store(any_store: Any) -> None:
+    for bad in [(), ("langgraph", "x"), ("a.b",), ("",)]:
+        with pytest.raises(InvalidNamespaceError):
+            any_store.put(bad, "k", {"content": "Something worth keeping about Maya."})
+    with pytest.raises(NotImplementedError):
+        any_store.put(("maya",), "k", {"content": "Maya likes tea."}, ttl=5)
+
+
+async def test_batch_and_abatch(any_store: Any) -> None:
+    put = PutOp(("maya",), "k9", {"content": "Maya's locker code is 4417."})
+    reads = [GetOp(("maya",), "k9"), SearchOp(("maya",), query="locker code", limit=1), ListNamespacesOp()]
+    # Reads see the store as it was before the batch. (Not list_namespaces: InMemoryStore's
+    # get creates an empty namespace as a side effect, which its listing then shows.)
+    assert any_store.batch([put, *reads])[:3] == [None, None, []]
+    for results in (any_store.batch(reads), await any_store.abatch(reads)):
+        assert "4417" in _content(results[0])
+        assert [i.key for i in results[1]] == ["k9"]
+        assert results[2] == [("maya",)]
+    await any_store.abatch([PutOp(("maya",), "k9", None)])
+    assert await any_store.aget(("maya",), "k9") is None
+
+
+# ---------------------------------------------------------------------- differences
+def test_put_is_extracted_not_stored_verbatim(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    ns = ("memories", "maya")
+    value = {"kind": "Memory", "content": {"content": "I prefer aisle seats."}}  # LangMem's nested shape
+    store.put(ns, "m1", value, index=False)  # index is ignored: everything is indexed
+    item = store.get(ns, "m1")
+    assert item.value["put_value"] == value  # the original, as provenance
+    assert item.value["content"] != "I prefer aisle seats."  # an extracted restatement
+    assert "aisle seats" in item.value["content"]
+    assert [f["id"] for f in item.value["facts"]] == [e.id for e in memory.entries("maya")]
+    # a fact added directly to the memory is an item keyed by its entry id
+    memory.add({"speaker": "Maya", "text": "My brother is called Tomas."}, user_id="maya")
+    memory.flush()
+    direct = next(e for e in memory.entries("maya") if "Tomas" in e.text)
+    assert "Tomas" in store.get(ns, direct.id).value["content"]
+    store.delete(ns, direct.id)
+    assert all("Tomas" not in e.text for e in memory.entries("maya"))
+
+
+def test_scopes_and_prefix(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    store.put(("memories", "maya", "planner", "s1"), "a", {"content": "Maya's train leaves at 9."})
+    store.put(("memories", "maya", "_", "s2"), "b", {"content": "Maya's bus leaves at 7."})
+    [a] = memory.entries("maya", agent_id="planner", session_id="s1")
+    [b] = memory.entries("maya", session_id="s2")
+    assert (a.agent_id, b.agent_id, b.session_id) == ("planner", None, "s2")
+    assert store.list_namespaces() == [("memories", "maya", "_", "s2"), ("memories", "maya", "planner", "s1")]
+    for bad in [("maya",), ("memories",), ("memories", "maya", "x", "y", "z")]:
+        with pytest.raises(InvalidNamespaceError):
+            store.get(bad, "a")
+    with pytest.raises(InvalidNamespaceError, match="user"):
+        store.search(("memories",), query="train")  # retrieval is per user
+
+
+def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith(("langgraph.store", "ariadnemem_integrations.langgraph"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
+    with pytest.raises(ImportError, match=r"ariadnemem\[langchain\]"):
+        import ariadnemem_integrations.langgraph  # noqa: F401
