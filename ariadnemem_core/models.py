@@ -232,7 +232,8 @@ class Entry:
     topic: str | None = None
     timestamp: datetime | None = None
     first_timestamp: datetime | None = None
-    embedding: np.ndarray | None = None
+    #: Kept out of ``repr``: 384 numbers would bury the fields a reader prints an entry for.
+    embedding: np.ndarray | None = field(default=None, repr=False)
     source_turn_ids: list[str] = field(default_factory=list)
     speaker: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)

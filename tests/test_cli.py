@@ -391,10 +391,11 @@ def test_ask_without_llm_is_extractive(capsys, base: Path) -> None:
     code, out, err = run(capsys, "ask", KITTEN_Q, "--store", base, "-u", "alice")
     assert code == 0
     assert "no LLM configured" in err and "extractive" in err
-    assert "answer (extractive, no LLM):" in out and "Miso" in out
+    assert "answer: [extractive, no LLM configured] " in out and "Miso" in out
+    assert out.count("extractive") == 1  # one label, not "answer (extractive ...): [extractive ...]"
     assert "Evidence for" in out
     code, out, _ = run(capsys, "ask", KITTEN_Q, "--store", base, "-u", "alice", "--no-evidence")
-    assert code == 0 and "Evidence for" not in out and "answer (extractive, no LLM):" in out
+    assert code == 0 and "Evidence for" not in out and out.startswith("answer: [extractive")
     data = run_json(capsys, "ask", KITTEN_Q, "--store", base, "-u", "alice")
     assert data["mode"] == "extractive" and "Miso" in data["answer"] and data["usage"]["calls"] == 0
 

@@ -89,6 +89,7 @@ def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *
     from ..store import Store
 
     path = (store or default_store()).expanduser()
+    check_store_dir(path)
     if must_exist and not Store.exists(path):
         raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
     mem = AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None, **kwargs)
@@ -96,6 +97,30 @@ def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *
         yield mem
     finally:
         mem.close(flush=flush)
+
+
+def check_store_dir(path: Path) -> None:
+    """Refuse a ``--store`` that cannot be a memory before anything is written: a plain
+    file, or a directory that is neither empty nor a memory (a typo such as ``--store .``
+    would otherwise scatter a SQLite file and a Chroma index among someone's files)."""
+    if path.exists() and not path.is_dir():
+        raise fail(f"--store {path} is a file, not a memory directory (give a new or empty directory, "
+                   "or one that holds a memory)", code=2)
+    from ..store import Store
+
+    if path.is_dir() and not Store.exists(path) and any(path.iterdir()):
+        raise fail(f"--store {path} is a directory that holds other files but no memory; refusing to write "
+                   "a memory into it (give a new or empty directory)", code=2)
+
+
+def check_input_file(file: Path, *, allow_dash: bool = False) -> None:
+    """A usage error naming the problem with an input FILE: missing, or a directory."""
+    if allow_dash and str(file) == "-":
+        return
+    if file.is_dir():
+        raise typer.BadParameter(f"{file} is a directory; give a file", param_hint="FILE")
+    if not file.is_file():
+        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

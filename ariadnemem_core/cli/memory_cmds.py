@@ -23,6 +23,7 @@ from ._common import (
     SessionOpt,
     StoreOpt,
     UserOpt,
+    check_input_file,
     emit_json,
     err,
     fail,
@@ -79,8 +80,7 @@ def add(
     """
     from ..bench.progress import progress_bar
 
-    if str(file) != "-" and not file.is_file():
-        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    check_input_file(file, allow_dash=True)
     source = ctx.get_parameter_source("user")  # LoCoMo files default to their sample ids
     user_given = source is not None and source.name != "DEFAULT"
     try:
@@ -88,6 +88,8 @@ def add(
     except InputFileError as exc:
         raise fail(str(exc)) from None
     total = sum(len(b.turns) for b in batches)
+    if total == 0:  # refuse before opening (and so creating) a store
+        raise fail(f"{'<stdin>' if str(file) == '-' else file}: no turns in it (nothing stored)")
     t0 = time.perf_counter()
     with open_memory(store, chroma_host, chroma_port, flush=not no_flush) as mem:
         before = {b.user_id: mem.stats(b.user_id) for b in batches}
@@ -193,8 +195,8 @@ def ask(
         return
     if evidence:
         _print_graph(answer.graph, user)
-    label = "answer" if answer.mode == "llm" else "answer (extractive, no LLM)"
-    out.print(Text(f"{label}: ", style="bold green").append(Text(answer.text, style="")))
+    # An extractive answer carries its own label in its text ("[extractive, no LLM configured] ...").
+    out.print(Text("answer: ", style="bold green").append(Text(answer.text, style="")))
     if answer.fact_ids:
         out.print(Text(f"cites: {', '.join(answer.fact_ids)}", style="dim"))
     if drawn:
@@ -289,7 +291,10 @@ def stats(
         return
     out.print(counters_table(f"{'user ' + user if user else 'whole store'} ({info['store']})", counters))
     if user is None:
-        out.print(counters_table(f"{len(users)} users (entries)", users))
+        if users:
+            out.print(counters_table(f"{len(users)} users (entries)", users))
+        else:
+            out.print(Text("no users: the memory is empty", style="yellow"))
 
 
 def export(
@@ -325,8 +330,7 @@ def import_(
 
     from ..memory import read_export
 
-    if not file.is_file():
-        raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+    check_input_file(file)
     # Read the first record before opening (and so creating) a store for a wrong file.
     with closing(read_export(file)) as records:
         if next(records, None) is None:
