@@ -125,6 +125,8 @@ def test_search_without_query_lists_a_prefix(any_store: Any) -> None:
     assert {i.key for i in any_store.search(("maya", "travel"))} == {"k4"}
     assert [i.key for i in any_store.search(("maya",), filter={"topic": "pets"})] == (
         ["k1"] if isinstance(any_store, InMemoryStore) else [])  # filters see the *stored* value
+    if isinstance(any_store, AriadneMemStore):
+        assert [i.key for i in any_store.search(("maya",), filter={"put_value": {"topic": "pets"}})] == ["k1"]
 
 
 def test_search_with_query_stays_in_the_namespace(any_store: Any) -> None:
@@ -196,6 +198,36 @@ def test_scopes_and_prefix(store: AriadneMemStore, memory: AriadneMemory) -> Non
             store.get(bad, "a")
     with pytest.raises(InvalidNamespaceError, match="user"):
         store.search(("memories",), query="train")  # retrieval is per user
+
+
+def test_langmem_tools_in_an_agent(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    """LangMem's own manage/search tools (built on BaseStore namespaces) inside create_agent."""
+    langmem = pytest.importorskip("langmem")
+    ns = ("memories", "{langgraph_user_id}")
+    tools = [langmem.create_manage_memory_tool(namespace=ns), langmem.create_search_memory_tool(namespace=ns)]
+    config = {"configurable": {"langgraph_user_id": "maya"}}
+
+    def run(*replies: AIMessage) -> list[ToolMessage]:
+        agent = create_agent(ToolCallingFake(messages=iter(replies)), tools=tools, store=store)
+        out = agent.invoke({"messages": [HumanMessage("go")]}, config=config)
+        return [m for m in out["messages"] if isinstance(m, ToolMessage)]
+
+    created, found = run(_call("manage_memory", "c1", content="Maya is vegetarian.", action="create"),
+                         _call("search_memory", "c2", query="What does Maya eat?"),
+                         AIMessage(content="done"))
+    assert created.content.startswith("created memory ")
+    key = created.content.split()[-1]
+    assert "vegetarian" in found.content and key in found.content
+    [entry] = memory.entries("maya")
+    assert "vegetarian" in entry.text
+
+    [updated] = run(_call("manage_memory", "c3", content="Maya eats fish again since 2024.", action="update",
+                          id=key), AIMessage(content="done"))
+    assert "updated memory" in updated.content
+    assert [e.text for e in memory.entries("maya") if "vegetarian" in e.text] == []  # replaced, not piled up
+    assert "fish" in store.get(("memories", "maya"), key).value["content"]
+    [deleted] = run(_call("manage_memory", "c4", action="delete", id=key), AIMessage(content="done"))
+    assert "Deleted memory" in deleted.content and memory.entries("maya") == []
 
 
 def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
