@@ -260,3 +260,21 @@ def test_benchmark_pages_show_the_recorded_commands() -> None:
         assert any(shown in pages[name] for name in page), f"{page}: the recorded command {shown!r} is not shown"
         checked += 1
     assert checked >= 5, checked
+
+
+def test_wide_code_blocks_wrap(site: Path) -> None:
+    """Long command lines and JSON configs wrap instead of being cut at the page width:
+    the extra stylesheet sets ``pre-wrap`` on code blocks and every built page links it."""
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert re.search(r"pre\s*>\s*code\s*\{[^}]*white-space:\s*pre-wrap", css)
+    for page in ("index.md", "guides/mcp.md", "cli.md"):
+        assert "stylesheets/extra.css" in _built(site, page).read_text(encoding="utf-8"), page
+
+
+def test_readme_and_docs_speak_of_the_project_not_of_issue_numbers() -> None:
+    """No "(issue 5)" headings or "for issue 9" notes: readers do not know the tracker."""
+    pattern = re.compile(r"\bissues?\s*#?\d+", re.I)
+    files = [ROOT / "README.md", *DOCS.rglob("*.md")]
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in files
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert not found, found

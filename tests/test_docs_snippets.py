@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 GUIDES = REPO / "docs" / "guides"
 #: Pages whose snippets must run top to bottom. (deployment.md needs a Chroma server and
 #: pictures.md writes image files: both are covered by their own tests.)
-PAGES = ["langchain.md", "llama-index.md", "langgraph.md"]
+PAGES = ["langchain.md", "llama-index.md", "langgraph.md", "mcp.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
@@ -33,6 +33,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Popen
     """Start every page's script at once (each loads the embedding model)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update({"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
+    # An `ariadnemem` command of this checkout first on PATH: the MCP client starts the
+    # server with a minimal environment (PATH, HOME, ...), without PYTHONPATH.
+    bin_dir = tmp_path_factory.mktemp("bin")
+    shim = bin_dir / "ariadnemem"
+    shim.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                    "from ariadnemem_core.cli import main\nsys.exit(main())\n", encoding="utf-8")
+    shim.chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     procs = {}
     for page in PAGES:
         cwd = tmp_path_factory.mktemp(page.replace(".", "-"))
@@ -54,3 +62,8 @@ def test_guide_snippets_run(runs: dict[str, subprocess.Popen[str]], page: str) -
     if page == "langchain.md":
         assert "Ana suggested a small hotel in Alfama." in out  # the scripted agent's answer
         assert "Alfama" in out.split("Ana suggested a small hotel in Alfama.", 1)[1]  # retriever output
+    if page == "langgraph.md":
+        assert "Your passport expires in May 2027." in out
+        assert "Maya's passport expires in May 2027." in out  # recalled through runtime.store
+    if page == "mcp.md":
+        assert "Porto" in out  # retrieved through the MCP server started by the SDK client
