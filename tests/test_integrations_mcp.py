@@ -247,3 +247,17 @@ def test_cli_names_the_extra_when_mcp_is_missing(monkeypatch: pytest.MonkeyPatch
         main(["mcp", "--store", str(tmp_path / "m")])
     assert exc.value.code == 1
     assert "ariadnemem[mcp]" in capsys.readouterr().err
+
+
+async def test_answer_with_a_configured_llm(tmp_path: Path, server) -> None:
+    """With an LLM the answer tool makes one call over the evidence graph (mode "llm")."""
+    from fake_openai_server import fake_client
+
+    server.answer = "4417"
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder(), llm=fake_client(server)) as mem:
+        mem.add({"speaker": "Bob", "text": "My locker code is 4417."}, user_id="bob")
+        mem.flush()
+        res = await create_server(mem, user_id="bob").call_tool("answer", {"question": "What is Bob's locker code?"})
+    assert res.structured_content["mode"] == "llm" and res.structured_content["answer"] == "4417"
+    assert res.structured_content["note"] is None and "4417" in res.structured_content["evidence"]
+    assert server.count == 1
