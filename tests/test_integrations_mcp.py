@@ -72,7 +72,7 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
         {"speaker": "Alice", "text": "I moved to Porto in March.", "timestamp": "2024-03-01T09:00:00"},
         {"speaker": "Alice", "text": "My locker code is 2290.", "timestamp": "2024-03-02T09:00:00"},
     ])
-    assert added["added"] == 2 and added["entries"] >= 2 and added["pending_turns"] == 0
+    assert added["added"] == 2 and added["user_entries"] >= 2 and added["pending_turns"] == 0
 
     result = await session.call_tool("retrieve", {"query": "What is the locker code?"})
     assert not result.is_error

@@ -190,8 +190,7 @@ class AriadneMemStore(BaseStore):
             graph = self.memory.retrieve(op.query, user_id=scope.user_id, agent_id=scope.agent_id,
                                          session_id=scope.session_id)
             scores = {f.id: f.score for f in graph.facts}
-            found = self.memory.store.get(list(scores), scope.user_id) if scores else {}
-            facts = sorted((found[i] for i in scores if i in found), key=lambda e: -scores[e.id])
+            facts = sorted((self.memory.get(i, user_id=scope.user_id) for i in scores), key=lambda e: -scores[e.id])
             for (ns, key), group in self._grouped(facts).items():
                 ranked.append((ns, key, group, max(scores[e.id] for e in group)))
         else:

@@ -103,7 +103,7 @@ class MemoryTools:
         if flush:
             self.memory.flush()
         counters = self.memory.stats(scope.user_id)
-        return {"added": added, "entries": len(self.memory.entries(**self._kw(scope))),
+        return {"added": added, "user_entries": counters.get("entries", 0),
                 "pending_turns": counters.get("pending_turns", 0)}
 
     def retrieve(self, scope: Scope,
