@@ -51,9 +51,9 @@ def entity_keys(entry: Entry, speakers: set[str]) -> set[str]:
 
 
 def base_graph(nodes: Sequence[Entry], speakers: set[str], config: Config,
-               update_edges: Sequence[tuple[str, str]] = ()) -> nx.Graph:
+               update_edges: Sequence[tuple[str, str]] = ()) -> nx.Graph[str]:
     """Undirected base graph; edge attribute ``kind`` is ``entity`` or ``temporal``."""
-    g = nx.Graph()
+    g: nx.Graph[str] = nx.Graph()
     g.add_nodes_from(e.id for e in nodes)
     keys = {e.id: entity_keys(e, speakers) for e in nodes}
     for a, b in combinations(nodes, 2):
@@ -68,7 +68,7 @@ def base_graph(nodes: Sequence[Entry], speakers: set[str], config: Config,
     return g
 
 
-def bridge_pairs(g: nx.Graph, terminals: Sequence[Entry], scores: dict[str, float],
+def bridge_pairs(g: nx.Graph[str], terminals: Sequence[Entry], scores: dict[str, float],
                  config: Config) -> list[tuple[Entry, Entry]]:
     """Disconnected terminal pairs within the gap range, best-scored first, one per
     pair of components (a Steiner tree needs each component joined once)."""
@@ -122,7 +122,7 @@ def discover_bridges(store: Store, scope: Scope, pairs: Sequence[tuple[Entry, En
             continue
         sims = mat[idx] @ q
         top = idx[np.argsort(-sims)[: config.bridge_candidates]]
-        connect = mat[top] @ a.embedding + mat[top] @ b.embedding  # type: ignore[operator]
+        connect = mat[top] @ a.vector + mat[top] @ b.vector
         best = int(np.argmax(connect))
         k = int(top[best])
         out.append(Bridge(a.id, ids[k], b.id, float(mat[k] @ q), float(connect[best]) / 2))

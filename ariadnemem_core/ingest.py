@@ -106,7 +106,7 @@ class Ingestor:
                         plain: set[str]) -> None:
         cfg = self.config
         turns = [t for _, _, t in rows]
-        vectors = np.stack([_mean_vector([e.embedding for e in group]) for group in per_turn])
+        vectors = np.stack([_mean_vector([e.vector for e in group]) for group in per_turn])
         stats: dict[str, int] = {"extract_windows": 1}
         stored = self._nearest(scope, vectors) if cfg.enable_gating else [None] * len(turns)
         decisions = gating.gate_window(
@@ -167,7 +167,7 @@ class Ingestor:
             if not e.source_turn_ids or not e.text.strip():
                 continue
             if e.timestamp is None:
-                stamps = [by_id[t].timestamp for t in e.source_turn_ids if by_id[t].timestamp]
+                stamps = [ts for t in e.source_turn_ids if (ts := by_id[t].timestamp) is not None]
                 e.timestamp = max(stamps) if stamps else None
             if e.first_timestamp is None:
                 e.first_timestamp = e.timestamp
@@ -185,7 +185,7 @@ class Ingestor:
         stored_hits: list[list[tuple[str, float]]] = [[] for _ in entries]
         if cfg.enable_coarsening and entries:
             stored_hits = self.store.dense_search(
-                scope, np.stack([e.embedding for e in entries]), cfg.coarsen_candidates
+                scope, np.stack([e.vector for e in entries]), cfg.coarsen_candidates
             )
         stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
         merged: dict[str, Entry] = {}
@@ -194,7 +194,7 @@ class Ingestor:
         for entry, hits in zip(entries, stored_hits, strict=True):
             candidates = [(merged.get(i) or stored[i], s) for i, s in hits if i in stored]
             if window and cfg.enable_coarsening:
-                sims = np.stack([w.embedding for w in window]) @ entry.embedding
+                sims = np.stack([w.vector for w in window]) @ entry.vector
                 candidates += list(zip(window, (float(s) for s in sims), strict=True))
             decision = coarsening.decide(entry, candidates, cfg)
             counts[decision.action.value] += 1

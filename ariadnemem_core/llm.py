@@ -233,7 +233,7 @@ class _Backoff:
                 wait = max(wait, min(retry_after, self.maximum))
             except (TypeError, ValueError):
                 pass
-        return wait
+        return float(wait)
 
 
 # ---------------------------------------------------------------------- the client
@@ -481,7 +481,7 @@ class LLMClient:
         counter = [0]
         started = time.perf_counter()
         try:
-            completion = await AsyncRetrying(**self._retry_kwargs(counter))(self._create_async, req)
+            completion: Any = await AsyncRetrying(**self._retry_kwargs(counter))(self._create_async, req)
         except Exception as exc:
             raise self._fail(exc, started, counter[0]) from exc
         return self._finish(completion, started, counter[0], parse)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,14 @@ from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
 from .store import Store
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+
     from .evidence import EvidenceGraph
+    from .llm import LLMClient
+    from .synthesis import Answer
+
+#: What ``add`` accepts: one turn (a :class:`Turn` or a dict of its fields) or an iterable of them.
+TurnsInput = Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]
 
 #: Longest query used, in characters; a longer question is cut to its *last* part for
 #: retrieval (a long prompt usually ends with the actual question) so retrieval time stays
@@ -57,10 +64,10 @@ class AriadneMemory:
         *,
         embedder: Embedder | None = None,
         extractor: Extractor | None = None,
-        llm: Any = None,
+        llm: LLMClient | None = None,
         chroma_host: str | None = None,
         chroma_port: int | None = None,
-        chroma_client: Any = None,
+        chroma_client: ClientAPI | None = None,
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
@@ -110,7 +117,7 @@ class AriadneMemory:
     # ------------------------------------------------------------------ writes
     def add(
         self,
-        turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]],
+        turns: TurnsInput,
         *,
         user_id: str = "default",
         agent_id: str | None = None,
@@ -255,7 +262,7 @@ class AriadneMemory:
         return build_evidence_graph(self.store, self.embedder, self.config, query,
                                     Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
-    async def aadd(self, turns: Any, **kwargs: Any) -> int:
+    async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
         """``add`` in a worker thread (embedding is CPU work; the event loop stays free)."""
         return await asyncio.to_thread(self.add, turns, **kwargs)
 
@@ -264,7 +271,7 @@ class AriadneMemory:
 
     # ------------------------------------------------------------------ answers
     @property
-    def llm(self) -> Any:
+    def llm(self) -> LLMClient | None:
         """The configured LLM client (from the environment on first use), or None."""
         if not self._llm_checked:
             self._llm_checked = True
@@ -277,14 +284,14 @@ class AriadneMemory:
         return self._llm
 
     def answer(self, question: str, *, user_id: str = "default", agent_id: str | None = None,
-               session_id: str | None = None) -> Any:
+               session_id: str | None = None) -> Answer[EvidenceGraph]:
         """Answer from the evidence graph with one LLM call (extractive without an LLM)."""
         from .synthesis import synthesize
 
         graph = self.retrieve(question, user_id=user_id, agent_id=agent_id, session_id=session_id)
         return synthesize(question, graph, self.llm)
 
-    async def aanswer(self, question: str, **kwargs: Any) -> Any:
+    async def aanswer(self, question: str, **kwargs: Any) -> Answer[EvidenceGraph]:
         from .synthesis import asynthesize
 
         graph = await self.aretrieve(question, **kwargs)
@@ -292,7 +299,7 @@ class AriadneMemory:
 
 
 # ---------------------------------------------------------------------- helpers
-def read_export(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     """The records of a JSONL export, checked as they are read: a malformed line raises
     :class:`InvalidInputError` naming it, and so does a file whose first record is not the
     export's meta record (not an export at all). An empty file yields nothing."""
@@ -354,10 +361,10 @@ def _check_query(query: Any) -> str:
     rejected because the query is never stored, but a tokenizer would choke on them."""
     if not isinstance(query, str):
         raise InvalidInputError("query", f"expected str, got {type(query).__name__}")
-    query = query.strip()
-    if len(query) > MAX_QUERY_CHARS:
-        query = query[-MAX_QUERY_CHARS:]
-    query = _SURROGATE.sub("\ufffd", clean_text(query)).strip()
-    if not query:
+    text: str = query.strip()
+    if len(text) > MAX_QUERY_CHARS:
+        text = text[-MAX_QUERY_CHARS:]
+    text = _SURROGATE.sub("\ufffd", clean_text(text)).strip()
+    if not text:
         raise InvalidInputError("query", "is empty or whitespace only")
-    return query
+    return text

@@ -243,6 +243,17 @@ class Entry:
     #: Monotonic insertion order in the store (ties and timestamp-less ordering).
     seq: int = 0
 
+    @property
+    def vector(self) -> np.ndarray:
+        """The embedding, for code that runs after embedding (a stored entry always has one).
+
+        Raises:
+            ValueError: the entry has not been embedded yet.
+        """
+        if self.embedding is None:
+            raise ValueError(f"entry {self.id} has no embedding yet")
+        return self.embedding
+
     def to_dict(self, *, with_embedding: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "id": self.id,

@@ -24,8 +24,8 @@ BRANCHING = 6
 MAX_ENUMERATED = 4000
 
 
-def directed_graph(entries: dict[str, Entry], edges: Iterable[tuple[str, str, str]]) -> nx.DiGraph:
-    d = nx.DiGraph()
+def directed_graph(entries: dict[str, Entry], edges: Iterable[tuple[str, str, str]]) -> nx.DiGraph[str]:
+    d: nx.DiGraph[str] = nx.DiGraph()
     d.add_nodes_from(entries)
     for src, dst, kind in edges:
         if kind in ("bridge", "update"):
@@ -44,7 +44,7 @@ def order_key(e: Entry) -> tuple[float, int]:
     return (e.timestamp.timestamp() if e.timestamp else math.inf, e.seq)
 
 
-def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float],
+def mine_paths(d: nx.DiGraph[str], entries: dict[str, Entry], scores: dict[str, float],
                max_hops: int, limit: int) -> list[list[str]]:
     """Top ``limit`` temporally consistent paths of 2..max_hops hops.
 
@@ -54,9 +54,9 @@ def mine_paths(d: nx.DiGraph, entries: dict[str, Entry], scores: dict[str, float
     """
     order = sorted(d.nodes, key=lambda n: -scores.get(n, 0.0))
     succ = {n: sorted(d.successors(n), key=lambda m: -scores.get(m, 0.0))[:BRANCHING] for n in d.nodes}
-    stamp = {n: (entries[n].timestamp.timestamp() if entries[n].timestamp is not None else None) for n in d.nodes}
+    stamp = {n: (ts.timestamp() if (ts := entries[n].timestamp) is not None else None) for n in d.nodes}
     score = {n: scores.get(n, 0.0) for n in d.nodes}
-    kind = {(a, b): k for a, b, k in d.edges(data="kind")}
+    kind: dict[tuple[str, str], str] = {(a, b): str(data["kind"]) for a, b, data in d.edges(data=True)}
     found: list[tuple[float, list[str]]] = []
     path: list[str] = []
 

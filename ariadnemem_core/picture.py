@@ -141,11 +141,11 @@ def to_mermaid(graph: EvidenceGraph) -> str:
         lines.append("  classDef superseded stroke-dasharray:5 3,opacity:0.65")
         lines.append(f"  class {','.join(superseded)} superseded")
     if update_links:
-        at = ",".join(map(str, update_links))
-        lines.append(f"  linkStyle {at} stroke:{EDGE_STYLE['update'][0]},stroke-width:2px")
+        ids = ",".join(map(str, update_links))
+        lines.append(f"  linkStyle {ids} stroke:{EDGE_STYLE['update'][0]},stroke-width:2px")
     for k in sorted(set(path_links.values())):
-        at = ",".join(str(n) for n, p in path_links.items() if p == k)
-        lines.append(f"  linkStyle {at} stroke:{PATH_COLOURS[k % len(PATH_COLOURS)]},stroke-width:5px")
+        ids = ",".join(str(n) for n, p in path_links.items() if p == k)
+        lines.append(f"  linkStyle {ids} stroke:{PATH_COLOURS[k % len(PATH_COLOURS)]},stroke-width:5px")
     return "\n".join(lines) + "\n"
 
 
@@ -342,7 +342,7 @@ def draw(graph: EvidenceGraph) -> Figure:
         handles.append(Line2D([], [], ls="--", color="#999999", marker="o", ms=10, mfc="#999999", alpha=0.5,
                               label="superseded (faded)"))
     width = _size(len(cols), rows, card_h)[0]
-    entry_w = max(0.55 + 0.068 * len(h.get_label()) for h in handles)  # handle + 9 pt text, inches
+    entry_w = max(0.55 + 0.068 * len(str(h.get_label())) for h in handles)  # handle + 9 pt text, inches
     legend_cols = max(1, min(len(handles), int((width - 0.2) // entry_w)))
     foot = 0.2 + 0.27 * -(-len(handles) // legend_cols)
     clock = any(f.timestamp and (f.timestamp.hour, f.timestamp.minute) != (0, 0) for f in graph.facts)
@@ -460,11 +460,10 @@ def draw(graph: EvidenceGraph) -> Figure:
 def _render(graph: EvidenceGraph, fmt: str, dpi: float = 100) -> bytes:
     """Bytes of the drawing, through an explicit Agg or SVG canvas (thread-safe, no pyplot)."""
     fig = draw(graph)
-    if fmt == "png":
-        from matplotlib.backends.backend_agg import FigureCanvasAgg as Canvas
-    else:
-        from matplotlib.backends.backend_svg import FigureCanvasSVG as Canvas
-    Canvas(fig)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    (FigureCanvasAgg if fmt == "png" else FigureCanvasSVG)(fig)
     buf = io.BytesIO()
     # Fixed metadata: no creation date, so the same graph gives the same bytes.
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}

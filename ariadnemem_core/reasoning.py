@@ -80,7 +80,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         return graph
 
     t = time.perf_counter()
-    entries: dict[str, Entry] = {c.entry.id: c.entry for c in cands}
+    entries = {c.entry.id: c.entry for c in cands}
     scores: dict[str, float] = {c.entry.id: c.score for c in cands}
     roles: dict[str, str] = {c.entry.id: "terminal" for c in cands}
     if cfg.reply_context:
@@ -89,10 +89,10 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     stored_updates = [(e.src, e.dst) for e in store.edges(scope.user_id, entries) if e.kind == "update"]
     g = bridges_mod.base_graph(list(entries.values()), speakers, cfg, stored_updates)
     edges: list[tuple[str, str, str]] = []
-    for a, b, data in g.edges(data=True):
+    for src, dst, data in g.edges(data=True):
         if data["kind"] == "update":
             continue
-        edges.append((a, b, data["kind"]))
+        edges.append((src, dst, data["kind"]))
     edges.extend((s, d, "update") for s, d in stored_updates if s in entries and d in entries)
     timings["ms_graph"] = _ms(t)
 
@@ -256,7 +256,8 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # same moment); a new turn adds a new piece of evidence.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
     seen_turns: set[str] = set()
-    first, second = [], []
+    first: list[str] = []
+    second: list[str] = []
     for i in ranked:
         turns = set(entries[i].source_turn_ids)
         (second if turns and turns <= seen_turns else first).append(i)

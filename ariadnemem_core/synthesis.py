@@ -20,10 +20,21 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .errors import LLMError
 from .llm import LLMClient, LLMResponse, parse_json, system_user
+
+
+class Context(Protocol):
+    """What an answer is generated from: an :class:`~ariadnemem_core.EvidenceGraph`, or
+    any object posing as one with its own ``to_text()`` (a flat baseline's text block).
+    Facts, fast path and stats are read when present."""
+
+    def to_text(self) -> str: ...
+
+
+C = TypeVar("C", bound=Context)
 
 SYNTHESIS_SYSTEM_PROMPT = """\
 You answer a question about past conversations using only the MEMORY provided.
@@ -65,7 +76,7 @@ _LABEL = re.compile(r"\[(F\d+)\]")
 
 
 @dataclass(slots=True)
-class Answer:
+class Answer(Generic[C]):
     """The answer to one question and what it cost.
 
     ``mode`` is "llm" (one call) or "extractive" (no LLM configured: the top fact,
@@ -74,7 +85,7 @@ class Answer:
     """
 
     text: str
-    graph: Any
+    graph: C
     usage: dict[str, Any]
     latency_s: float
     fast_path: str | None
@@ -86,7 +97,7 @@ class Answer:
         return self.text
 
 
-def build_messages(question: str, graph: Any) -> list[dict[str, str]]:
+def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
     """The two messages of the answer call (public so prompts can be inspected)."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
@@ -120,7 +131,7 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
     return text, labels
 
 
-def extractive_answer(question: str, graph: Any, latency_s: float = 0.0) -> Answer:
+def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer[C]:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
     Fast paths answer from what they found: the attribute look-up gives its value, the
@@ -160,7 +171,7 @@ def extractive_answer(question: str, graph: Any, latency_s: float = 0.0) -> Answ
     )
 
 
-def _llm_answer(graph: Any, resp: LLMResponse, memory_text: str, started: float) -> Answer:
+def _llm_answer(graph: C, resp: LLMResponse, memory_text: str, started: float) -> Answer[C]:
     text, labels = _answer_from(resp, memory_text)
     return Answer(
         text=text,
@@ -174,8 +185,8 @@ def _llm_answer(graph: Any, resp: LLMResponse, memory_text: str, started: float)
     )
 
 
-def synthesize(question: str, graph: Any, client: LLMClient | None, *,
-               max_tokens: int = ANSWER_MAX_TOKENS) -> Answer:
+def synthesize(question: str, graph: C, client: LLMClient | None, *,
+               max_tokens: int = ANSWER_MAX_TOKENS) -> Answer[C]:
     """Answer ``question`` from ``graph`` with one LLM call (extractive if ``client`` is None).
 
     Raises :class:`~ariadnemem_core.errors.LLMError` if the configured LLM fails after its
@@ -189,8 +200,8 @@ def synthesize(question: str, graph: Any, client: LLMClient | None, *,
     return _llm_answer(graph, resp, messages[1]["content"], started)
 
 
-async def asynthesize(question: str, graph: Any, client: LLMClient | None, *,
-                      max_tokens: int = ANSWER_MAX_TOKENS) -> Answer:
+async def asynthesize(question: str, graph: C, client: LLMClient | None, *,
+                      max_tokens: int = ANSWER_MAX_TOKENS) -> Answer[C]:
     """Async :func:`synthesize`."""
     started = time.perf_counter()
     if client is None:

@@ -13,11 +13,15 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..models import Turn
 from ..tokens import count_tokens
+
+if TYPE_CHECKING:
+    from ..embedding import Embedder
 
 #: RRF constant (Cormack et al. 2009; the usual default).
 K_RRF = 60
@@ -80,7 +84,7 @@ class FlatIndex:
     memory's entries). Build once; query many times."""
 
     def __init__(self, ids: Sequence[str], texts: Sequence[str], *, embeddings: np.ndarray | None = None,
-                 embedder=None) -> None:
+                 embedder: Embedder | None = None) -> None:
         if len(ids) != len(texts):
             raise ValueError("ids and texts must have the same length")
         self.ids = list(ids)
@@ -96,7 +100,7 @@ class FlatIndex:
         self.embedder = embedder
 
     @classmethod
-    def from_turns(cls, turns: Sequence[Turn], embedder=None) -> FlatIndex:
+    def from_turns(cls, turns: Sequence[Turn], embedder: Embedder | None = None) -> FlatIndex:
         """One document per turn (formatted by :func:`format_turn_doc`), embedded in one batch."""
         return cls([t.turn_id or "" for t in turns], [format_turn_doc(t) for t in turns], embedder=embedder)
 

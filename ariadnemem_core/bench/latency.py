@@ -100,7 +100,7 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
         prog.advance(task)
         entries = mem.entries(user_id=conv.user_id)
         index = FlatIndex([e.id for e in entries], [e.text for e in entries],
-                          embeddings=np.stack([e.embedding for e in entries]) if entries else None,
+                          embeddings=np.stack([e.vector for e in entries]) if entries else None,
                           embedder=flat_embedder)
         mem.retrieve(WARMUP_QUERY, user_id=conv.user_id)  # untimed: first-query index loads
         try:
@@ -109,9 +109,9 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
                 t0 = time.perf_counter()
                 graph = mem.retrieve(q.question, user_id=conv.user_id)
                 cold = (time.perf_counter() - t0) * 1000.0
-                flat_cold = index.search("hybrid", q.question, k).latency_ms
+                flat_cold_ms = index.search("hybrid", q.question, k).latency_ms
                 rows.append({"qid": q.qid, "category": q.category, "fast_path": graph.fast_path,
-                             "ariadnemem_with_embedding_ms": cold, "flat_hybrid_with_embedding_ms": flat_cold})
+                             "ariadnemem_with_embedding_ms": cold, "flat_hybrid_with_embedding_ms": flat_cold_ms})
                 prog.advance(task)
             store_ok, store_error = True, None
             embedder.embed(questions)  # pre-embed: the memory's cache now holds every query
@@ -143,7 +143,8 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
     ratio = (ours["p50_ms"] / flat["p50_ms"]) if ours["p50_ms"] is not None and flat["p50_ms"] else None
     store_vals = [r["store_hybrid_ms"] for r in rows if "store_hybrid_ms" in r]
     via_store = latency_summary(store_vals) if store_ok and store_vals else None
-    ratio_store = (ours["p50_ms"] / via_store["p50_ms"]) if via_store and via_store["p50_ms"] else None
+    ratio_store = (ours["p50_ms"] / via_store["p50_ms"]) \
+        if ours["p50_ms"] is not None and via_store and via_store["p50_ms"] else None
     ours_cold = latency_summary(col("ariadnemem_with_embedding_ms"))
     flat_cold = latency_summary(col("flat_hybrid_with_embedding_ms"))
     ratio_cold = (ours_cold["p50_ms"] / flat_cold["p50_ms"]) if ours_cold["p50_ms"] and flat_cold["p50_ms"] else None

@@ -119,7 +119,7 @@ def fast_path_summary(records: Sequence[QuestionRecord]) -> dict[str, dict[str, 
     how often the evidence it returned was right (recall / every evidence turn covered,
     over the fired questions that have gold evidence)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in sorted({r.extra.get("fast_path") for r in records if r.extra.get("fast_path")}):
+    for name in sorted({str(r.extra["fast_path"]) for r in records if r.extra.get("fast_path")}):
         fired = [r for r in records if r.extra.get("fast_path") == name]
         scored = [r for r in fired if r.evidence]
         out[name] = {

@@ -32,7 +32,7 @@ def _stemmer() -> Any:
 
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return _stemmer().stem(word)
+    return str(_stemmer().stem(word))
 
 
 # ---------------------------------------------------------------- LoCoMo official

@@ -13,6 +13,7 @@ scores but no gold text (the dataset has them; the bench never copies them).
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -257,7 +258,7 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
         task = prog.add_task(f"QA {system}: answers", total=len(items))
         before = dict(client.usage) if client is not None else {}
         t0 = time.perf_counter()
-        results = _answer_with_progress(items, client, settings.concurrency, lambda t=task: prog.advance(t))
+        results = _answer_with_progress(items, client, settings.concurrency, functools.partial(prog.advance, task))
         wall = time.perf_counter() - t0
         usage = usage_delta(client.usage, before) if client is not None else {}
         prog.remove_task(task)

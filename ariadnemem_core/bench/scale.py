@@ -338,8 +338,8 @@ def run_scale(out: str | Path | None = None, *, entries: int = DEFAULT_ENTRIES, 
                           "retrieve": final, "evidence_hit_rate": mean(hits),
                           "rss_mb": _current_rss_mb(), "peak_rss_mb": peak_rss()["ru_maxrss_mb"]})
             by_kind: dict[str, list[bool]] = {}
-            for f, h in zip(sample, hits, strict=True):
-                by_kind.setdefault(f.kind, []).append(h)
+            for f, hit in zip(sample, hits, strict=True):
+                by_kind.setdefault(f.kind, []).append(hit)
         store_mb = _dir_mb(path)
     finally:
         if tmp is not None:

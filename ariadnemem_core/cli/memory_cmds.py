@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -33,6 +33,9 @@ from ._common import (
 )
 from .inputs import InputFileError, read_batches
 from .render import counters_table, entries_table, evidence_footer, evidence_table
+
+if TYPE_CHECKING:
+    from ..evidence import EvidenceGraph
 
 
 class FileFormat(StrEnum):
@@ -203,7 +206,7 @@ def ask(
         err.print(f"picture: {drawn}")
 
 
-def _print_graph(graph, user: str) -> None:
+def _print_graph(graph: EvidenceGraph, user: str) -> None:
     if not graph.facts:
         out.print(Text(f"no memories of user {user!r} match (is --user right?)", style="yellow"))
         return
@@ -223,7 +226,7 @@ def _check_picture(picture: Path | None) -> None:
         raise typer.BadParameter(f"no such directory: {picture.parent}", param_hint="--picture")
 
 
-def _draw(graph, picture: Path | None) -> str | None:
+def _draw(graph: EvidenceGraph, picture: Path | None) -> str | None:
     if picture is None:
         return None
     from ..picture import save_picture

@@ -23,7 +23,7 @@ ROLE_STYLE = {"terminal": "bold cyan", "bridge": "bold magenta", "update": "bold
 def _date(ts: Any, with_time: bool = False) -> str:
     if ts is None:
         return "-"
-    return ts.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    return str(ts.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d"))
 
 
 def evidence_table(graph: EvidenceGraph) -> Table:

@@ -143,28 +143,9 @@ def _resolve(m: re.Match[str], day: date) -> str | None:
     """The absolute date (label) a relative time expression stands for."""
     g = m.groupdict()
     if g["single"] or g["dd"]:
-        s = " ".join((g["single"] or g["dd"]).lower().split())
-        if s == "the other day":
-            return f"a few days before {_iso(day)}"
-        offset = {"yesterday": -1, "last night": -1, "tomorrow": 1, "the day before yesterday": -2,
-                  "the day after tomorrow": 2}.get(s, 0)
-        return _iso(day + timedelta(days=offset))
+        return _resolve_day(" ".join((g["single"] or g["dd"]).lower().split()), day)
     if g["n"]:
-        raw = " ".join(g["n"].lower().split())
-        fuzzy = raw in FUZZY_NUMBERS
-        n = int(raw) if raw.isdigit() else FUZZY_NUMBERS.get(raw) or NUMBER_WORDS.get(raw, 1)
-        around = "around " if fuzzy else ""
-        unit = g["unit"].lower()
-        if unit == "day":
-            return around + _iso(day - timedelta(days=n))
-        if unit == "week":
-            return f"{around}{'the ' if fuzzy else ''}week of {_iso(_monday(day - timedelta(weeks=n)))}"
-        if unit == "weekend":
-            last = _recent_saturday(day) - timedelta(days=7 if day.weekday() >= 5 else 0)
-            return f"{around}{'the ' if fuzzy else ''}weekend of {_iso(last - timedelta(weeks=n - 1))}"
-        if unit == "month":
-            return around + _month_label(day - relativedelta(months=n))
-        return around + str(day.year - n)
+        return _resolve_ago(" ".join(g["n"].lower().split()), g["unit"].lower(), day)
     if g["abbr"]:
         target = WEEKDAY_ABBR[g["abbr"].lower()]
         if g["relab"].lower() == "last":
@@ -172,47 +153,82 @@ def _resolve(m: re.Match[str], day: date) -> str | None:
         return _iso(_next_weekday(day, target))
     if g["rel"]:
         rel = " ".join(g["rel"].lower().split())
-        rel = {"this past": "last", "this coming": "next"}.get(rel, rel)
-        span = g["span"].lower()
-        if span in WEEKDAYS:
-            target = WEEKDAYS.index(span)
-            if rel == "last":
-                return _iso(_previous_weekday(day, target))
-            if rel == "next":
-                return _iso(_next_weekday(day, target))
-            if _tense(m.string, m.start(), m.end()) == "past":  # "this Tuesday" said of the past
-                return _iso(_previous_weekday(day, target, inclusive=True))
-            return _iso(_next_weekday(day, target, inclusive=True))
-        if span == "week":
-            return f"week of {_iso(_monday(day) + timedelta(weeks={'last': -1, 'next': 1}.get(rel, 0)))}"
-        if span == "weekend":
-            weekend = day.weekday() >= 5
-            recent = _recent_saturday(day)
-            if rel == "last":
-                sat = recent - timedelta(days=7) if weekend else recent
-            elif rel == "next":
-                sat = recent + timedelta(days=7) if weekend else _next_weekday(day, 5)
-            elif weekend or _tense(m.string, m.start(), m.end()) == "past":
-                sat = recent
-            else:
-                sat = _next_weekday(day, 5)
-            return f"weekend of {_iso(sat)}"
-        if span == "month":
-            return _month_label(day + relativedelta(months={"last": -1, "next": 1}.get(rel, 0)))
-        if span == "year":
-            return str(day.year + {"last": -1, "next": 1}.get(rel, 0))
-        return _season(span, rel, day)
+        return _resolve_relative({"this past": "last", "this coming": "next"}.get(rel, rel), g["span"].lower(), m, day)
     if g["wday"]:
-        target = WEEKDAYS.index(g["wday"].lower())
-        prep = (g["prep"] or "").lower()
-        if prep in ("by", "until", "till"):
-            return _iso(_next_weekday(day, target, inclusive=True))
-        # A bare weekday in a sentence with no past-tense verb is a schedule ("the meeting
-        # is at 2 pm on Friday"): the coming one. Past tense points back.
-        if prep != "since" and _tense(m.string, m.start(), m.end()) != "past":
-            return _iso(_next_weekday(day, target))
-        return _iso(_previous_weekday(day, target))
+        return _resolve_weekday(WEEKDAYS.index(g["wday"].lower()), (g["prep"] or "").lower(), m, day)
     return None
+
+
+def _resolve_day(s: str, day: date) -> str:
+    """"yesterday", "tonight", "the day after tomorrow", "the other day", ..."""
+    if s == "the other day":
+        return f"a few days before {_iso(day)}"
+    offset = {"yesterday": -1, "last night": -1, "tomorrow": 1, "the day before yesterday": -2,
+              "the day after tomorrow": 2}.get(s, 0)
+    return _iso(day + timedelta(days=offset))
+
+
+def _resolve_ago(raw: str, unit: str, day: date) -> str:
+    """"<n> days/weeks/weekends/months/years ago" ("a few" and "a couple" give "around")."""
+    fuzzy = raw in FUZZY_NUMBERS
+    n = int(raw) if raw.isdigit() else FUZZY_NUMBERS.get(raw) or NUMBER_WORDS.get(raw, 1)
+    around = "around " if fuzzy else ""
+    if unit == "day":
+        return around + _iso(day - timedelta(days=n))
+    if unit == "week":
+        return f"{around}{'the ' if fuzzy else ''}week of {_iso(_monday(day - timedelta(weeks=n)))}"
+    if unit == "weekend":
+        last = _recent_saturday(day) - timedelta(days=7 if day.weekday() >= 5 else 0)
+        return f"{around}{'the ' if fuzzy else ''}weekend of {_iso(last - timedelta(weeks=n - 1))}"
+    if unit == "month":
+        return around + _month_label(day - relativedelta(months=n))
+    return around + str(day.year - n)
+
+
+def _resolve_relative(rel: str, span: str, m: re.Match[str], day: date) -> str:
+    """"last/next/this <weekday|week|weekend|month|year|season>"."""
+    if span in WEEKDAYS:
+        target = WEEKDAYS.index(span)
+        if rel == "last":
+            return _iso(_previous_weekday(day, target))
+        if rel == "next":
+            return _iso(_next_weekday(day, target))
+        if _tense(m.string, m.start(), m.end()) == "past":  # "this Tuesday" said of the past
+            return _iso(_previous_weekday(day, target, inclusive=True))
+        return _iso(_next_weekday(day, target, inclusive=True))
+    if span == "week":
+        return f"week of {_iso(_monday(day) + timedelta(weeks={'last': -1, 'next': 1}.get(rel, 0)))}"
+    if span == "weekend":
+        return f"weekend of {_iso(_weekend(rel, m, day))}"
+    if span == "month":
+        return _month_label(day + relativedelta(months={"last": -1, "next": 1}.get(rel, 0)))
+    if span == "year":
+        return str(day.year + {"last": -1, "next": 1}.get(rel, 0))
+    return _season(span, rel, day)
+
+
+def _weekend(rel: str, m: re.Match[str], day: date) -> date:
+    """The Saturday of "last/next/this weekend"."""
+    weekend = day.weekday() >= 5
+    recent = _recent_saturday(day)
+    if rel == "last":
+        return recent - timedelta(days=7) if weekend else recent
+    if rel == "next":
+        return recent + timedelta(days=7) if weekend else _next_weekday(day, 5)
+    if weekend or _tense(m.string, m.start(), m.end()) == "past":
+        return recent
+    return _next_weekday(day, 5)
+
+
+def _resolve_weekday(target: int, prep: str, m: re.Match[str], day: date) -> str:
+    """A bare weekday, "(on|since|by|until) <weekday>"."""
+    if prep in ("by", "until", "till"):
+        return _iso(_next_weekday(day, target, inclusive=True))
+    # A bare weekday in a sentence with no past-tense verb is a schedule ("the meeting
+    # is at 2 pm on Friday"): the coming one. Past tense points back.
+    if prep != "since" and _tense(m.string, m.start(), m.end()) != "past":
+        return _iso(_next_weekday(day, target))
+    return _iso(_previous_weekday(day, target))
 
 
 def ground_time(text: str, when: datetime | None) -> str:

@@ -208,11 +208,11 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
             raise InvalidExtraction(f"entries[{i}].source_turn_ids must be a non-empty list")
         positions: list[int] = []
         for raw in ids:
-            pos = _resolve_id(raw, index)
-            if pos is None:
+            found = _resolve_id(raw, index)
+            if found is None:
                 raise InvalidExtraction(f"entries[{i}] cites unknown turn id {raw!r}")
-            if pos not in positions:
-                positions.append(pos)
+            if found not in positions:
+                positions.append(found)
         clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": sorted(positions)}
         for name in _LIST_FIELDS:
             clean[name] = _as_str_list(item.get(name), name, i)

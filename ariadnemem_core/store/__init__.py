@@ -27,14 +27,18 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..models import Scope
 from . import transfer
-from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, collection_name
+from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, _close_client, collection_name
 from .locking import DB_FILENAME
 from .records import _SCHEMA, SCHEMA_VERSION, STAT_KEYS, Records, WindowCommit, _scope_sql, fts_query, scope_token
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
 
 __all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "Store", "WindowCommit",
            "collection_name", "fts_query", "scope_token"]
@@ -54,7 +58,8 @@ class Store(Records, DenseIndex):
     """
 
     def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str,
-                 chroma_client: Any = None, chroma_host: str | None = None, chroma_port: int | None = None) -> None:
+                 chroma_client: ClientAPI | None = None, chroma_host: str | None = None,
+                 chroma_port: int | None = None) -> None:
         self._temp = path is None
         if chroma_client is not None and chroma_host is not None:
             raise StoreError("pass either chroma_client or chroma_host, not both")
@@ -85,7 +90,7 @@ class Store(Records, DenseIndex):
             if self._temp:
                 shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self._collections: dict[str, Any] = {}
+        self._collections: dict[str, Collection] = {}
         self._gen = self._generation()
         self.reconcile()
 
@@ -178,7 +183,7 @@ class Store(Records, DenseIndex):
             # The user is gone: drop the (now empty) collection too, so nothing of theirs,
             # not even a name, is left on a shared server.
             with self._lock, suppress(Exception):
-                self._chroma.delete_collection(collection_name(scope.user_id, self._chroma_prefix))
+                self._client().delete_collection(collection_name(scope.user_id, self._chroma_prefix))
             self._collections.pop(scope.user_id, None)
         return len(victims)
 
@@ -196,7 +201,7 @@ class Store(Records, DenseIndex):
         with self._lock:
             for user_id in users:
                 with suppress(Exception):
-                    self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
+                    self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
             self._collections.clear()
 
     # ------------------------------------------------------------------ export / import
@@ -216,8 +221,7 @@ class Store(Records, DenseIndex):
             self._db.close()
             self._collections.clear()
             if self._injected is None:  # an injected client belongs to the caller
-                with suppress(Exception):
-                    self._chroma.close()
+                _close_client(self._chroma)
             self._chroma = None
             self._lockfile.close()
         if self._temp:

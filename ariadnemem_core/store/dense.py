@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,10 @@ from ..errors import StoreError
 from ..models import Entry, Scope, to_epoch
 from .locking import Guarded
 from .records import ENTRY_COLUMNS, row_to_entry
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
 
 #: Port ``chroma run`` listens on by default.
 DEFAULT_CHROMA_PORT = 8000
@@ -41,10 +45,10 @@ class DenseIndex(Guarded):
     #: (host, port) of the Chroma server, or None (embedded or injected client).
     _server: tuple[str, int] | None
     #: A caller's configured chromadb client, or None.
-    _injected: Any
-    _chroma: Any
+    _injected: ClientAPI | None
+    _chroma: ClientAPI | None
     _chroma_prefix: str
-    _collections: dict[str, Any]
+    _collections: dict[str, Collection]
     _dense_behind: bool
 
     @property
@@ -62,7 +66,13 @@ class DenseIndex(Guarded):
         return str(self.path / "chroma")
 
 
-    def _open_chroma(self) -> Any:
+    def _client(self) -> ClientAPI:
+        """The chromadb client (a closed store has none)."""
+        if self._chroma is None:
+            raise StoreError("the store is closed")
+        return self._chroma
+
+    def _open_chroma(self) -> ClientAPI:
         import chromadb
         from chromadb.config import Settings
 
@@ -86,12 +96,12 @@ class DenseIndex(Guarded):
         except Exception as exc:
             raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
 
-    def _collection(self, user_id: str) -> Any:
+    def _collection(self, user_id: str) -> Collection:
         self._refresh_if_stale()
         col = self._collections.get(user_id)
         if col is None:
             # embedding_function=None is essential: the default one downloads a model.
-            col = self._chroma.get_or_create_collection(
+            col = self._client().get_or_create_collection(
                 collection_name(user_id, self._chroma_prefix),
                 embedding_function=None,
                 configuration={"hnsw": {"space": "cosine"}},
@@ -109,8 +119,7 @@ class DenseIndex(Guarded):
         self._collections.clear()
         if self.remote:  # the server is shared: only our collection handles can be stale
             return
-        with suppress(Exception):
-            self._chroma.close()
+        _close_client(self._chroma)
         self._chroma = self._open_chroma()
 
 
@@ -137,7 +146,7 @@ class DenseIndex(Guarded):
 
     def _rebuild_user(self, user_id: str) -> None:
         with suppress(Exception):
-            self._chroma.delete_collection(collection_name(user_id, self._chroma_prefix))
+            self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
         self._collections.pop(user_id, None)
         rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
         self._index([row_to_entry(r) for r in rows])
@@ -179,7 +188,7 @@ class DenseIndex(Guarded):
                     chunk = group[start : start + 1000]
                     col.upsert(
                         ids=[e.id for e in chunk],
-                        embeddings=np.stack([e.embedding for e in chunk]).astype(np.float32),
+                        embeddings=np.stack([e.vector for e in chunk]).astype(np.float32),
                         metadatas=[_chroma_meta(e) for e in chunk],
                     )
         with self._tx() as db:
@@ -218,7 +227,7 @@ class DenseIndex(Guarded):
                                 include=["distances"])
         return [
             [(i, 1.0 - float(d)) for i, d in zip(ids, dists, strict=True)]
-            for ids, dists in zip(res["ids"], res["distances"], strict=True)
+            for ids, dists in zip(res["ids"], res["distances"] or [], strict=True)
         ]
 
 
@@ -242,6 +251,14 @@ class DenseIndex(Guarded):
         """Vectors the dense index holds for ``user_id`` (equals its entry count once reconciled)."""
         with self._lock, self._dense("count vectors"):
             return int(self._collection(user_id).count())
+
+def _close_client(client: ClientAPI | None) -> None:
+    """Close a chromadb client we created, best effort (not every client type can close)."""
+    close = getattr(client, "close", None)
+    if close is not None:
+        with suppress(Exception):
+            close()
+
 
 def _chroma_meta(entry: Entry) -> dict[str, Any]:
     # chromadb metadata values cannot be None: "" marks an absent agent/session.

@@ -189,7 +189,7 @@ class Records(Guarded):
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
             if row:
-                return row[0]
+                return str(row[0])
             import uuid
 
             value = uuid.uuid4().hex[:16]
@@ -259,7 +259,7 @@ class Records(Guarded):
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _entry_params(entry),
             )
-            entry.seq = int(cur.lastrowid)
+            entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
             db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
                        (entry.seq, _scope_tokens(entry), _fts_body(entry)))
         for entry in commit.merged:

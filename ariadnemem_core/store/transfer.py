@@ -91,7 +91,7 @@ def _import_rows(store: Store, rows: Iterable[dict[str, Any]]) -> int:
                     "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, "
                     "embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     _entry_params(entry))
-                entry.seq = int(cur.lastrowid)
+                entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
                 db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
                            (entry.seq, _scope_tokens(entry), _fts_body(entry)))
                 entries.append(entry)
