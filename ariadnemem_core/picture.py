@@ -25,12 +25,14 @@ import os
 import re
 import textwrap
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     from .evidence import EvidenceGraph, Fact
 
@@ -288,6 +290,76 @@ def _tick(col: list[Fact], clock: bool) -> str:
     return f"{days[0]}\n{first}" if first == last else f"{days[0]}\n{first}–{last}"
 
 
+def _empty_figure(title: str) -> Figure:
+    """The picture of a graph without facts: the question and a note."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 2.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.set_title(textwrap.fill(title, 80, max_lines=3, placeholder=" …"), fontsize=10, parse_math=False)
+    ax.text(0.5, 0.5, "Nothing to show: the evidence graph has no facts.", ha="center", va="center",
+            fontsize=11, color="#555555", transform=ax.transAxes)
+    return fig
+
+
+def _legend_handles(graph: EvidenceGraph, shown: list[tuple[str, str, str]], labels: dict[str, str],
+                    drawn: set[str]) -> list[Line2D]:
+    """One legend entry per role, edge kind and path drawn, and one for superseded facts."""
+    from matplotlib.lines import Line2D
+
+    roles = {f.role for f in graph.facts}
+    handles = [Line2D([], [], ls="", marker=m, ms=10, mfc=c, mec="#222222", label=t)
+               for r, (m, c, t) in ROLE_STYLE.items() if r in roles]
+    kinds = {k for _, _, k in shown}
+    handles += [Line2D([], [], color=c, ls=ls, lw=lw, marker=">" if head != "-" else None,
+                       label="temporal edge (next fact in time)" if k == "temporal" else f"{k} edge")
+                for k, (c, ls, lw, head) in EDGE_STYLE.items() if k in kinds]
+    handles += [Line2D([], [], color=PATH_COLOURS[k % len(PATH_COLOURS)], lw=8, alpha=0.55,
+                       label="path: " + " → ".join(labels[i] for i in p))
+                for k, p in enumerate(graph.paths) if set(p) <= drawn]
+    if any(f.superseded_by for f in graph.facts):
+        handles.append(Line2D([], [], ls="--", color="#999999", marker="o", ms=10, mfc="#999999", alpha=0.5,
+                              label="superseded (faded)"))
+    return handles
+
+
+@dataclass(frozen=True, slots=True)
+class _Board:
+    """Where cards sit on the board (column x positions, (column, row) per fact, card
+    height) and how an edge runs between two of them."""
+
+    xs: list[float]
+    where: dict[str, tuple[int, int]]
+    card_h: float
+
+    def top(self, fid: str) -> float:
+        return -PAD - self.where[fid][1] * (self.card_h + ROW_GAP)
+
+    def anchor(self, fid: str, side: str) -> tuple[float, float]:
+        x, y = self.xs[self.where[fid][0]], self.top(fid)
+        return {"l": (x, y - self.card_h / 2), "r": (x + CARD_W, y - self.card_h / 2),
+                "t": (x + BADGE_X, y), "b": (x + BADGE_X, y - self.card_h)}[side]
+
+    def route(self, src: str, dst: str, kind: str, nth: int) -> tuple[tuple[float, float], tuple[float, float], float]:
+        """Ends and arc3 bend of an edge. Consecutive facts of a column: a short link down
+        the badge line; other pairs in a column: an arc through the gap on its left, wider
+        the further apart they are; pairs in different columns: card side to card side,
+        under the cards of any column in between."""
+        anchor = self.anchor
+        (ca, ra), (cb, rb) = self.where[src], self.where[dst]
+        if ca == cb:
+            if kind in ("temporal", "path") and abs(ra - rb) == 1 and nth == 0:
+                return anchor(src, "b" if ra < rb else "t"), anchor(dst, "t" if ra < rb else "b"), 0.0
+            a, b = anchor(src, "l"), anchor(dst, "l")
+            bulge = min(GAP * 0.85, 0.13 + 0.06 * abs(ra - rb) + 0.09 * nth)
+            return a, b, -math.copysign(2 * bulge / abs(b[1] - a[1]), b[1] - a[1])
+        a, b = (anchor(src, "r"), anchor(dst, "l")) if ca < cb else (anchor(src, "l"), anchor(dst, "r"))
+        # Past a column, bow up by half a row: the middle of the edge runs between two cards, not behind one.
+        bow = 0.0 if abs(ca - cb) == 1 else (self.card_h + ROW_GAP) / math.dist(a, b)
+        return a, b, -math.copysign(bow + 0.15 * nth, b[0] - a[0])
+
+
 def draw(graph: EvidenceGraph) -> Figure:
     """The evidence graph as a matplotlib ``Figure`` (not attached to pyplot).
 
@@ -299,18 +371,11 @@ def draw(graph: EvidenceGraph) -> Figure:
     say little, so only those between facts next to each other in time are drawn.
     """
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     title = one_line(f"Q: {graph.query}", 300)
     if not graph.facts:
-        fig = Figure(figsize=(6.5, 2.6), layout="constrained")
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.set_title(textwrap.fill(title, 80, max_lines=3, placeholder=" …"), fontsize=10, parse_math=False)
-        ax.text(0.5, 0.5, "Nothing to show: the evidence graph has no facts.", ha="center", va="center",
-                fontsize=11, color="#555555", transform=ax.transAxes)
-        return fig
+        return _empty_figure(title)
 
     labels = {f.id: _label(f, i) for i, f in enumerate(graph.facts)}
     texts = {f.id: _node_lines(f, labels) for f in graph.facts}
@@ -328,19 +393,7 @@ def draw(graph: EvidenceGraph) -> Figure:
                 on_path.setdefault(fid, k)
 
     # Legend first: its height is part of the figure's.
-    roles = {f.role for f in graph.facts}
-    handles = [Line2D([], [], ls="", marker=m, ms=10, mfc=c, mec="#222222", label=t)
-               for r, (m, c, t) in ROLE_STYLE.items() if r in roles]
-    kinds = {k for _, _, k in shown}
-    handles += [Line2D([], [], color=c, ls=ls, lw=lw, marker=">" if head != "-" else None,
-                       label="temporal edge (next fact in time)" if k == "temporal" else f"{k} edge")
-                for k, (c, ls, lw, head) in EDGE_STYLE.items() if k in kinds]
-    handles += [Line2D([], [], color=PATH_COLOURS[k % len(PATH_COLOURS)], lw=8, alpha=0.55,
-                       label="path: " + " → ".join(labels[i] for i in p))
-                for k, p in enumerate(graph.paths) if set(p) <= where.keys()]
-    if any(f.superseded_by for f in graph.facts):
-        handles.append(Line2D([], [], ls="--", color="#999999", marker="o", ms=10, mfc="#999999", alpha=0.5,
-                              label="superseded (faded)"))
+    handles = _legend_handles(graph, shown, labels, set(where))
     width = _size(len(cols), rows, card_h)[0]
     entry_w = max(0.55 + 0.068 * len(str(h.get_label())) for h in handles)  # handle + 9 pt text, inches
     legend_cols = max(1, min(len(handles), int((width - 0.2) // entry_w)))
@@ -369,30 +422,8 @@ def draw(graph: EvidenceGraph) -> Figure:
     left = MARGIN_L + (width - MARGIN_L - MARGIN_R - content) / 2
     xs = [left + c * (CARD_W + GAP) for c in range(len(cols))]
 
-    def top(fid: str) -> float:
-        return -PAD - where[fid][1] * (card_h + ROW_GAP)
-
-    def anchor(fid: str, side: str) -> tuple[float, float]:
-        x, y = xs[where[fid][0]], top(fid)
-        return {"l": (x, y - card_h / 2), "r": (x + CARD_W, y - card_h / 2),
-                "t": (x + BADGE_X, y), "b": (x + BADGE_X, y - card_h)}[side]
-
-    def route(src: str, dst: str, kind: str, nth: int) -> tuple[tuple[float, float], tuple[float, float], float]:
-        """Ends and arc3 bend of an edge. Consecutive facts of a column: a short link down
-        the badge line; other pairs in a column: an arc through the gap on its left, wider
-        the further apart they are; pairs in different columns: card side to card side,
-        under the cards of any column in between."""
-        (ca, ra), (cb, rb) = where[src], where[dst]
-        if ca == cb:
-            if kind in ("temporal", "path") and abs(ra - rb) == 1 and nth == 0:
-                return anchor(src, "b" if ra < rb else "t"), anchor(dst, "t" if ra < rb else "b"), 0.0
-            a, b = anchor(src, "l"), anchor(dst, "l")
-            bulge = min(GAP * 0.85, 0.13 + 0.06 * abs(ra - rb) + 0.09 * nth)
-            return a, b, -math.copysign(2 * bulge / abs(b[1] - a[1]), b[1] - a[1])
-        a, b = (anchor(src, "r"), anchor(dst, "l")) if ca < cb else (anchor(src, "l"), anchor(dst, "r"))
-        # Past a column, bow up by half a row: the middle of the edge runs between two cards, not behind one.
-        bow = 0.0 if abs(ca - cb) == 1 else (card_h + ROW_GAP) / math.dist(a, b)
-        return a, b, -math.copysign(bow + 0.15 * nth, b[0] - a[0])
+    board_at = _Board(xs, where, card_h)
+    top, route = board_at.top, board_at.route
 
     def stroke(ends: tuple[tuple[float, float], tuple[float, float], float], **style: Any) -> None:
         a, b, rad = ends

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import networkx as nx
 import numpy as np
 
 from . import bridges as bridges_mod
@@ -56,15 +57,10 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     known_persons = store.known_persons(scope.user_id)
 
     if cfg.enable_fastpaths:
-        fast = try_fast_paths(store, scope, query, known_persons)
-        if fast is not None:
-            entries = _in_scope(store.get(fast.entry_ids, scope.user_id, cached=True), scope)
-            if entries:
-                graph = _assemble(query, entries, {i: 1.0 for i in entries}, {i: "terminal" for i in entries},
-                                  [], [])
-                graph.fast_path = fast.name
-                graph.stats.update({"fast_path": fast.data, "ms_total": _ms(t0)})
-                return graph
+        fast_graph = _fast_path_graph(store, scope, query, known_persons)
+        if fast_graph is not None:
+            fast_graph.stats["ms_total"] = _ms(t0)
+            return fast_graph
 
     t = time.perf_counter()
     qvec = query_vector if query_vector is not None else embedder.embed([query])[0]
@@ -99,20 +95,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     n_bridges = 0
     if cfg.enable_bridges:
         t = time.perf_counter()
-        pairs = bridges_mod.bridge_pairs(g, list(entries.values()), scores, cfg)
-        found = bridges_mod.discover_bridges(store, scope, pairs, set(entries), cfg)
-        new = _in_scope(store.get({b.bridge for b in found}, scope.user_id, cached=True), scope)
-        for b in found:
-            if b.bridge not in new:
-                continue
-            if b.bridge not in entries:
-                entries[b.bridge] = new[b.bridge]
-                roles[b.bridge] = "bridge"
-                pair_score = min(scores[b.src], scores[b.dst])
-                scores[b.bridge] = pair_score * max(b.similarity, 0.0) ** 0.5
-                n_bridges += 1
-            edges.append((b.src, b.bridge, "bridge"))
-            edges.append((b.bridge, b.dst, "bridge"))
+        n_bridges = _add_bridges(store, scope, g, cfg, entries, scores, roles, edges)
         timings["ms_bridges"] = _ms(t)
 
     paths: list[list[str]] = []
@@ -152,6 +135,41 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         "ms_total": _ms(t0),
     })
     return graph
+
+
+def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str]) -> EvidenceGraph | None:
+    """The graph of a confident fast path (see :mod:`.fastpaths`), or None."""
+    fast = try_fast_paths(store, scope, query, known_persons)
+    if fast is None:
+        return None
+    entries = _in_scope(store.get(fast.entry_ids, scope.user_id, cached=True), scope)
+    if not entries:
+        return None
+    graph = _assemble(query, entries, {i: 1.0 for i in entries}, {i: "terminal" for i in entries}, [], [])
+    graph.fast_path = fast.name
+    graph.stats["fast_path"] = fast.data
+    return graph
+
+
+def _add_bridges(store: Store, scope: Scope, g: nx.Graph[str], cfg: Config, entries: dict[str, Entry],
+                 scores: dict[str, float], roles: dict[str, str], edges: list[tuple[str, str, str]]) -> int:
+    """Bridge discovery between the terminals (in place); returns how many bridges are new."""
+    pairs = bridges_mod.bridge_pairs(g, list(entries.values()), scores, cfg)
+    found = bridges_mod.discover_bridges(store, scope, pairs, set(entries), cfg)
+    new = _in_scope(store.get({b.bridge for b in found}, scope.user_id, cached=True), scope)
+    added = 0
+    for b in found:
+        if b.bridge not in new:
+            continue
+        if b.bridge not in entries:
+            entries[b.bridge] = new[b.bridge]
+            roles[b.bridge] = "bridge"
+            pair_score = min(scores[b.src], scores[b.dst])
+            scores[b.bridge] = pair_score * max(b.similarity, 0.0) ** 0.5
+            added += 1
+        edges.append((b.src, b.bridge, "bridge"))
+        edges.append((b.bridge, b.dst, "bridge"))
+    return added
 
 
 def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict[str, Entry],

@@ -193,7 +193,7 @@ _CAPW = r"[A-Z][A-Za-z0-9&]*(?:['-][A-Za-z0-9]+)*"
 #: Runs of capitalized words, joined by name particles ("Lord of the Rings"); a
 #: possessive ends the run ("Caroline's Mom" is two phrases).
 NAME_PHRASE = _CAPW + r"(?:(?<!'s)\s(?:(?:of|the|de|du|la|le|von|van|der|del|da|di|y)\s)*" + _CAPW + r")*"
-_CAPNAME_PHRASE_RE = re.compile(r"(?<![\w'-])" + NAME_PHRASE)
+_CAP_PHRASE_RE = re.compile(r"(?<![\w'-])" + NAME_PHRASE)
 _SENTENCE_OPENERS = frozenset('.!?:;\n')
 _AFTER_PERSON_RE = re.compile(r" (?:said|says|told|tells|asked|asks|and i|and me|is my|was my)\b")
 _POSS_PERSON_RE = re.compile(
@@ -283,7 +283,7 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
     persons: list[str] = []
     entities: list[str] = []
     surfaces: set[str] = set()
-    for m in _CAPNAME_PHRASE_RE.finditer(text):
+    for m in _CAP_PHRASE_RE.finditer(text):
         words = m.group(0).split()
         # Leading function words, interjections and greetings are not part of the name.
         dropped = ""
@@ -296,30 +296,13 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
         possessive = words[-1].endswith("'s")
         words[-1] = strip_possessive(words[-1])
         if len(words) == 1:
-            word = words[0]
-            who = participant(word, index)
-            low = word.lower()
-            if who is not None:
-                persons.append(who)
-                surfaces.add(low)
-                continue
-            if low in COMMON_CAPS or len(word) < 2 or any(c.isdigit() for c in word):
-                continue
-            if low in FAMILY_NAMES:
-                persons.append(word)
-                continue
-            acronym = word.isupper() or (word[:-1].isupper() and word[-1] == "s")
-            if acronym:
-                if len(word) > 6:  # shouted words ("INTENSE"), not acronyms
-                    continue
-                entities.append(word)
-            elif not dropped and _is_initial(text, m.start()):
-                continue
-            elif dropped in _GREETINGS or _person_position(text, m.start(), m.end(), possessive):
-                persons.append(word)
-                surfaces.add(low)
-            else:
-                entities.append(word)
+            kind, name = _single_name(words[0], dropped, possessive, text, m, index)
+            if kind == "entity":
+                entities.append(name)
+            elif kind:
+                persons.append(name)
+                if kind == "named":
+                    surfaces.add(words[0].lower())
             continue
         if not dropped and words[0].lower().endswith(("ing", "ly")) and _is_initial(text, m.start()):
             words.pop(0)  # a capitalized sentence opener ("Adding NYC ...")
@@ -336,6 +319,29 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
     persons = _dedupe(persons)
     taken = {p.lower() for p in persons}
     return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
+
+
+def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Match[str],
+                 index: Mapping[str, str]) -> tuple[str, str]:
+    """How :func:`scan_names` reads a capitalized word standing alone: ("named", person)
+    for a participant or a person in a person position, ("family", word) for a family
+    word, ("entity", word), or ("", "") for none of them (a sentence opener, a common
+    word, a shouted word)."""
+    who = participant(word, index)
+    low = word.lower()
+    if who is not None:
+        return "named", who
+    if low in COMMON_CAPS or len(word) < 2 or any(c.isdigit() for c in word):
+        return "", ""
+    if low in FAMILY_NAMES:
+        return "family", word
+    if word.isupper() or (word[:-1].isupper() and word[-1] == "s"):  # an acronym
+        return ("", "") if len(word) > 6 else ("entity", word)  # > 6: shouted ("INTENSE")
+    if not dropped and _is_initial(text, m.start()):
+        return "", ""
+    if dropped in _GREETINGS or _person_position(text, m.start(), m.end(), possessive):
+        return "named", word
+    return "entity", word
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -189,32 +189,25 @@ class FakeOpenAIServer:
                 return ok(content)
             return status, content, 0.0
         good = json.dumps(self.good_json(body))
-        if cue == "good":
-            return ok(good)
-        if cue == "fenced":
-            return ok(f"Here is the result:\n```json\n{good}\n```\nLet me know if you need more.")
-        if cue == "prose":
-            return ok(f"Sure! The JSON is {good} and that is all.")
-        if cue == "text":
-            return ok(f"{self.answer}")
-        if cue == "invalid":
-            return ok("I could not produce JSON for this {unbalanced")
-        if cue == "bad_ids":
-            return ok(json.dumps(self.good_json(body, bad_ids=True)))
-        if cue == "partial":
-            return ok(json.dumps(self.good_json(body, fraction=0.5)))
-        if cue == "no_text":
-            return ok(json.dumps(self.good_json(body, no_text=True)))
-        if cue == "429":
-            return error(429, "Rate limit reached")
-        if cue == "500":
-            return error(500, "internal server error")
-        if cue == "timeout":
-            return ok(good, self.sleep_s)
         if cue == "400_rf":
             if "response_format" in body:
                 return error(400, "'response_format' is not supported by this model", "response_format")
             return ok(good)
+        replies: dict[str, Callable[[], tuple[int, Any, float]]] = {
+            "good": lambda: ok(good),
+            "fenced": lambda: ok(f"Here is the result:\n```json\n{good}\n```\nLet me know if you need more."),
+            "prose": lambda: ok(f"Sure! The JSON is {good} and that is all."),
+            "text": lambda: ok(f"{self.answer}"),
+            "invalid": lambda: ok("I could not produce JSON for this {unbalanced"),
+            "bad_ids": lambda: ok(json.dumps(self.good_json(body, bad_ids=True))),
+            "partial": lambda: ok(json.dumps(self.good_json(body, fraction=0.5))),
+            "no_text": lambda: ok(json.dumps(self.good_json(body, no_text=True))),
+            "429": lambda: error(429, "Rate limit reached"),
+            "500": lambda: error(500, "internal server error"),
+            "timeout": lambda: ok(good, self.sleep_s),
+        }
+        if cue in replies:
+            return replies[cue]()
         raise ValueError(f"unknown cue {cue!r}")
 
 

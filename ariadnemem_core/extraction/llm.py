@@ -177,6 +177,16 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
     Accepted envelopes: ``{"entries": [...]}``, a bare list, a single unwrapped entry, or
     an object whose only list value holds the entries. Raises :class:`InvalidExtraction` naming the first problem.
     """
+    items = _entries_of(data)
+    index: dict[str, int] = {}
+    for pos, t in enumerate(turns):
+        index[f"T{pos + 1}"] = pos
+        index.setdefault(t.turn_id or "", pos)
+    return [_clean_item(item, i, index) for i, item in enumerate(items)]
+
+
+def _entries_of(data: Any) -> list[Any]:
+    """The entry list inside any of the accepted envelopes (see :func:`validate_output`)."""
     if isinstance(data, dict):
         items = data.get("entries")
         if items is None and "text" in data:  # a single entry, unwrapped
@@ -190,40 +200,38 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
         raise InvalidExtraction('expected {"entries": [...]}')
     if not items:
         raise InvalidExtraction("no entries")
-    index: dict[str, int] = {}
-    for pos, t in enumerate(turns):
-        index[f"T{pos + 1}"] = pos
-        index.setdefault(t.turn_id or "", pos)
-    out: list[dict[str, Any]] = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InvalidExtraction(f"entries[{i}] is not an object")
-        text = item.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidExtraction(f"entries[{i}].text must be a non-empty string")
-        ids = item.get("source_turn_ids")
-        if isinstance(ids, str | int) and not isinstance(ids, bool):
-            ids = [ids]
-        if not isinstance(ids, list) or not ids:
-            raise InvalidExtraction(f"entries[{i}].source_turn_ids must be a non-empty list")
-        positions: list[int] = []
-        for raw in ids:
-            found = _resolve_id(raw, index)
-            if found is None:
-                raise InvalidExtraction(f"entries[{i}] cites unknown turn id {raw!r}")
-            if found not in positions:
-                positions.append(found)
-        clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": sorted(positions)}
-        for name in _LIST_FIELDS:
-            clean[name] = _as_str_list(item.get(name), name, i)
-        for name in _OPT_STR_FIELDS:
-            value = item.get(name)
-            if value is not None and not isinstance(value, str):
-                raise InvalidExtraction(f"entries[{i}].{name} must be a string or null")
-            value = value.strip() if isinstance(value, str) else None
-            clean[name] = value if value and value.lower() not in ("null", "none", "n/a", "unknown") else None
-        out.append(clean)
-    return out
+    return items
+
+
+def _clean_item(item: Any, i: int, index: dict[str, int]) -> dict[str, Any]:
+    """One checked entry: normalized text, window positions, list and optional fields."""
+    if not isinstance(item, dict):
+        raise InvalidExtraction(f"entries[{i}] is not an object")
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidExtraction(f"entries[{i}].text must be a non-empty string")
+    ids = item.get("source_turn_ids")
+    if isinstance(ids, str | int) and not isinstance(ids, bool):
+        ids = [ids]
+    if not isinstance(ids, list) or not ids:
+        raise InvalidExtraction(f"entries[{i}].source_turn_ids must be a non-empty list")
+    positions: list[int] = []
+    for raw in ids:
+        found = _resolve_id(raw, index)
+        if found is None:
+            raise InvalidExtraction(f"entries[{i}] cites unknown turn id {raw!r}")
+        if found not in positions:
+            positions.append(found)
+    clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": sorted(positions)}
+    for name in _LIST_FIELDS:
+        clean[name] = _as_str_list(item.get(name), name, i)
+    for name in _OPT_STR_FIELDS:
+        value = item.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidExtraction(f"entries[{i}].{name} must be a string or null")
+        value = value.strip() if isinstance(value, str) else None
+        clean[name] = value if value and value.lower() not in ("null", "none", "n/a", "unknown") else None
+    return clean
 
 
 def reanchor(items: list[dict[str, Any]], turns: Sequence[Turn]) -> int:
