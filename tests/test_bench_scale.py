@@ -63,3 +63,19 @@ def test_cli_bench_scale(tmp_path, capsys):
 def test_cli_bench_scale_rejects_bad_entries(tmp_path):
     with pytest.raises(SystemExit):
         main(["bench", "scale", "--entries", "0", "--out", str(tmp_path)])
+
+
+def test_cli_bench_without_the_bench_extra_says_what_to_install(tmp_path, capsys, monkeypatch):
+    """Without psutil (the ``bench`` extra) a bench stops before any work with an error
+    naming the install command; ``bench chart`` and the memory commands do not need it."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psutil" else real(name, *a))
+    out = tmp_path / "scale"
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "scale", "--entries", "150", "--out", str(out), "--quiet"])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert "psutil" in err and 'pip install "ariadnemem[bench]"' in err
+    assert not out.exists()

@@ -24,6 +24,13 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads (default: torch's).")]
 
 
+def _require_bench() -> None:
+    """Stop with a clear error when the ``bench`` extra is not installed."""
+    from ..bench import require_extra
+
+    require_extra()
+
+
 def _csv(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
@@ -67,6 +74,7 @@ def locomo(
     model: Annotated[str | None, typer.Option("--model", help="LLM model name.")] = None,
 ) -> None:
     """LoCoMo evidence recall of AriadneMem vs flat baselines (--qa: end-to-end QA)."""
+    _require_bench()
     from ..bench.qa_run import LLM_TURNS_PER_CALL, QASettings, qa_table
     from ..bench.report import LOCOMO_HEADERS, locomo_rows, markdown_table
     from ..bench.runner import parse_ablations, run_locomo
@@ -119,6 +127,7 @@ def beam(
     quiet: QuietOpt = False,
 ) -> None:
     """BEAM evidence recall on user-assistant conversations vs flat baselines at equal token budgets."""
+    _require_bench()
     from ..bench.beam import beam_markdown, run_beam
 
     try:
@@ -162,6 +171,7 @@ def ingest(
     quiet: QuietOpt = False,
 ) -> None:
     """Ingest throughput over a whole LoCoMo file."""
+    _require_bench()
     from ..bench.ingest import run_ingest
 
     res = run_ingest(path, out_dir, store=store, progress=not quiet, threads=threads)
@@ -187,6 +197,7 @@ def latency(
     chroma_port: PortOpt = 8000,
 ) -> None:
     """Retrieval latency vs flat hybrid over the same entries (--chroma-host: dense index on a server)."""
+    _require_bench()
     from ..bench.latency import run_latency
 
     _check_ids(path, [conversation] if conversation else [])
@@ -209,6 +220,7 @@ def scale(
     quiet: QuietOpt = False,
 ) -> None:
     """Store and retrieval at 100k entries (synthetic dialogue, hashing embedder; no dataset)."""
+    _require_bench()
     from ..bench.scale import run_scale
 
     res = run_scale(out_dir, entries=entries, seed=seed, progress=not quiet)
