@@ -15,7 +15,12 @@ from .errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Thresholds and switches. Frozen: derive variants with :meth:`replace`."""
+    """Thresholds and switches. Frozen: derive variants with :meth:`replace`.
+
+    Every field is a keyword argument of the constructor; each is documented below with
+    its default, the paper's value and what was measured. Invalid values raise
+    :class:`ConfigError` at construction.
+    """
 
     # ---------------- Phase I: construction ----------------
     #: Turns buffered before one extraction call (paper: window W = 20).
@@ -147,20 +152,53 @@ class Config:
     @classmethod
     def paper(cls, **changes: Any) -> Config:
         """The paper's published thresholds and candidate counts where this project departs
-        from them (the additions, such as reply context, stay on: switch them off by name)."""
+        from them (the additions, such as reply context, stay on: switch them off by name).
+
+        Args:
+            **changes: fields to set on top of the paper's values.
+
+        Returns:
+            The configuration.
+        """
         paper = {"lambda_red": 0.6, "lambda_coal": 0.7, "k_sem": 20, "k_lex": 5,
                  "link_requires_value_change": False, "context_embedding": False}
         return cls(**(paper | changes))
 
     def replace(self, **changes: Any) -> Config:
-        """A copy with ``changes`` applied (validated)."""
+        """A copy with ``changes`` applied (validated).
+
+        Args:
+            **changes: fields to change.
+
+        Returns:
+            The new configuration.
+
+        Raises:
+            ConfigError: an invalid value.
+        """
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field by name (for result files; :meth:`from_dict` reverses it).
+
+        Returns:
+            The fields by name.
+        """
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
+        """A configuration from :meth:`to_dict` output (missing fields take their defaults).
+
+        Args:
+            data: fields by name.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            ConfigError: an unknown field or an invalid value.
+        """
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -171,7 +209,17 @@ class Config:
     ABLATIONS = ("gating", "coarsening", "bridges", "paths", "fastpaths")
 
     def ablate(self, *names: str) -> Config:
-        """Switch components off by name: ``Config().ablate("bridges")``."""
+        """Switch components off by name: ``Config().ablate("bridges")``.
+
+        Args:
+            *names: components from :attr:`ABLATIONS`.
+
+        Returns:
+            The configuration with those components off.
+
+        Raises:
+            ConfigError: an unknown name.
+        """
         changes: dict[str, bool] = {}
         for name in names:
             if name not in self.ABLATIONS:

@@ -18,7 +18,19 @@ Role = Literal["terminal", "bridge", "update"]
 
 @dataclass(slots=True)
 class Fact:
-    """One kept entry. ``label`` (F1, F2, ...) follows time order inside the graph."""
+    """One kept entry. ``label`` (F1, F2, ...) follows time order inside the graph.
+
+    Attributes:
+        id: the entry's id.
+        text: the entry's text.
+        timestamp: when it was (last) stated.
+        source_turn_ids: the turns it stands for.
+        score: its retrieval score (a newer state inherits its predecessor's).
+        role: "terminal" (retrieved), "bridge" (connects two terminals) or "update" (a newer state).
+        label: F1, F2, ... in time order.
+        superseded_by: the id of its newer state in the graph, if any.
+        speaker: who stated it.
+    """
 
     id: str
     text: str
@@ -31,6 +43,11 @@ class Fact:
     speaker: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The fact as JSON-able fields.
+
+        Returns:
+            The fields by name (timestamp in ISO 8601).
+        """
         return {
             "id": self.id,
             "label": self.label,
@@ -46,7 +63,16 @@ class Fact:
 
 @dataclass(slots=True)
 class EvidenceGraph:
-    """Facts in time order, edges ``(src, dst, kind)``, and reasoning paths (entry ids)."""
+    """Facts in time order, edges ``(src, dst, kind)``, and reasoning paths (entry ids).
+
+    Attributes:
+        query: the question the graph answers.
+        facts: the kept entries, in time order.
+        edges: ``(src, dst, kind)`` with kind "entity", "temporal", "bridge" or "update".
+        paths: reasoning paths, as lists of entry ids, best first.
+        fast_path: the fast path that produced the graph ("counter", "attribute"), if any.
+        stats: per-query diagnostics: candidate counts, bridges added, pruned ids, timings (ms).
+    """
 
     query: str
     facts: list[Fact] = field(default_factory=list)
@@ -58,6 +84,14 @@ class EvidenceGraph:
     _text: str | None = field(default=None, repr=False)
 
     def fact(self, entry_id: str) -> Fact | None:
+        """The fact of an entry.
+
+        Args:
+            entry_id: the entry's id.
+
+        Returns:
+            The fact, or None when the entry is not in the graph.
+        """
         return next((f for f in self.facts if f.id == entry_id), None)
 
     @property
@@ -87,19 +121,41 @@ class EvidenceGraph:
         return to_mermaid(self)
 
     def to_png(self, path: str | PathLike[str], *, dpi: float = 150) -> Path:
-        """Draw the graph (time left to right, roles, edge kinds, paths) to a PNG; returns the path."""
+        """Draw the graph (time left to right, roles, edge kinds, paths) to a PNG.
+
+        Args:
+            path: the file to write (atomically; its directory must exist).
+            dpi: resolution.
+
+        Returns:
+            The path written.
+        """
         from .picture import to_png
 
         return to_png(self, path, dpi=dpi)
 
     def to_svg(self, path: str | PathLike[str]) -> Path:
-        """The same drawing as :meth:`to_png`, as SVG; returns the path."""
+        """The same drawing as :meth:`to_png`, as SVG.
+
+        Args:
+            path: the file to write.
+
+        Returns:
+            The path written.
+        """
         from .picture import to_svg
 
         return to_svg(self, path)
 
     def to_html(self, path: str | PathLike[str]) -> Path:
-        """One self-contained HTML page: drawing, facts, edges and paths; returns the path."""
+        """One self-contained HTML page: drawing, facts, edges and paths.
+
+        Args:
+            path: the file to write.
+
+        Returns:
+            The path written.
+        """
         from .picture import to_html
 
         return to_html(self, path)
@@ -160,6 +216,11 @@ class EvidenceGraph:
         return replace(self, facts=facts, edges=edges, paths=paths, _text=None)
 
     def to_dict(self) -> dict[str, Any]:
+        """The whole graph as JSON-able data, its ``to_text()`` included.
+
+        Returns:
+            query, facts, edges, paths, fast_path, stats and text.
+        """
         return {
             "query": self.query,
             "facts": [f.to_dict() for f in self.facts],

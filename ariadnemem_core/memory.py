@@ -55,6 +55,23 @@ class AriadneMemory:
     after this store's id, and the records, BM25 index, edges and counters stay in the
     SQLite file at ``path``, the source of truth the server is reconciled with on open.
     Opening an existing embedded store with a server moves its vectors there.
+
+    Args:
+        path: the store's directory (created if missing); None for an ephemeral memory.
+        config: thresholds and switches (default :class:`Config`).
+        embedder: the embedding model (default: the offline all-MiniLM-L6-v2). A store
+            refuses to open with another embedder than the one it was built with.
+        extractor: Phase I atomic extraction (default: the LLM-free
+            :class:`RuleExtractor`); an LLM-backed one falls back to rules per window.
+        llm: the client :meth:`answer` calls (default: from the environment on first
+            use, and none when no LLM is configured: answers are then extractive).
+        chroma_host: a Chroma server's host, to keep the vectors there.
+        chroma_port: the server's port (default 8000).
+        chroma_client: a configured ``chromadb`` client instead of host and port.
+
+    Raises:
+        StoreError: the store cannot be opened, was built with another embedder, or the
+            Chroma server cannot be reached.
     """
 
     def __init__(
@@ -112,6 +129,7 @@ class AriadneMemory:
 
     @property
     def path(self) -> Path:
+        """The store's directory (a temporary one for an ephemeral memory)."""
         return self.store.path
 
     # ------------------------------------------------------------------ writes
@@ -144,6 +162,18 @@ class AriadneMemory:
           read back in timestamp order). Unparseable strings are rejected.
         * dicts: the keys of ``Turn``; unknown keys are rejected (put extras in
           ``metadata``), and ``metadata`` must be JSON-serializable.
+
+        Args:
+            turns: one :class:`Turn` (or a dict of its fields) or an iterable of them.
+            user_id: whose memory; one user's memories never reach another's reads.
+            agent_id: optional agent scope inside the user.
+            session_id: optional session scope inside the user.
+
+        Returns:
+            How many turns were accepted (all of them).
+
+        Raises:
+            InvalidInputError: a turn is invalid (named by index and field); nothing is stored.
         """
         scope = Scope(user_id, agent_id, session_id)
         batch = _normalize_turns(turns)
@@ -165,22 +195,59 @@ class AriadneMemory:
     # ------------------------------------------------------------------ reads
     def entries(self, user_id: str = "default", *, agent_id: str | None = None,
                 session_id: str | None = None) -> list[Entry]:
-        """Every stored entry of a scope, in time order (timestamp-less last, by arrival)."""
+        """Every stored entry of a scope, in time order (timestamp-less last, by arrival).
+
+        Args:
+            user_id: whose entries.
+            agent_id: only this agent's entries (None: every agent's).
+            session_id: only this session's entries (None: every session's).
+
+        Returns:
+            The entries, embeddings included.
+        """
         return self.store.entries(Scope(user_id, agent_id, session_id))
 
     def get(self, entry_id: str, *, user_id: str | None = None) -> Entry:
-        """One entry by id (restricted to ``user_id`` when given)."""
+        """One entry by id.
+
+        Args:
+            entry_id: the entry's id.
+            user_id: when given, an entry of another user is not found.
+
+        Returns:
+            The entry.
+
+        Raises:
+            NotFoundError: no such entry (for that user).
+        """
         found = self.store.get([entry_id], user_id)
         if entry_id not in found:
             raise NotFoundError(f"no entry {entry_id!r}" + (f" for user {user_id!r}" if user_id else ""))
         return found[entry_id]
 
     def edges(self, user_id: str = "default") -> list[UpdateEdge]:
-        """Persisted update edges (old -> new) of a user, oldest first."""
+        """Persisted update edges (old -> new) of a user, oldest first.
+
+        Args:
+            user_id: whose edges.
+
+        Returns:
+            The update edges (LINKs recorded by coarsening).
+        """
         return self.store.edges(user_id)
 
     def history(self, entry_id: str) -> list[Entry]:
-        """The update chain through ``entry_id``, oldest state first."""
+        """The update chain through ``entry_id``, oldest state first.
+
+        Args:
+            entry_id: any state of the chain.
+
+        Returns:
+            Every state linked to it by update edges, the entry itself included.
+
+        Raises:
+            NotFoundError: no such entry.
+        """
         entry = self.get(entry_id)
         edges = self.store.edges(entry.user_id)
         preds: dict[str, str] = {}
@@ -201,22 +268,50 @@ class AriadneMemory:
         return [found[i] for i in chain if i in found]
 
     def users(self) -> dict[str, int]:
-        """Every user id in this memory with its number of entries (pending-only users: 0)."""
+        """Every user id in this memory with its number of entries (pending-only users: 0).
+
+        Returns:
+            User id -> entry count, sorted by user id.
+        """
         return self.store.users()
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
-        """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ..."""
+        """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ...
+
+        Args:
+            user_id: one user's counters (None: summed over every user).
+
+        Returns:
+            Counter name -> value; every known counter is present (0 when nothing happened).
+        """
         return self.store.stats(user_id)
 
     # ------------------------------------------------------------------ lifecycle
     def delete(self, entry_id: str, *, user_id: str | None = None) -> None:
-        """Delete one entry from every index (update chains through it are repaired)."""
+        """Delete one entry from every index (update chains through it are repaired).
+
+        Args:
+            entry_id: the entry's id.
+            user_id: when given, an entry of another user is not deleted (and not found).
+
+        Raises:
+            NotFoundError: no such entry.
+        """
         with self._write_lock:
             if not self.store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r}")
 
     def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
-        """Delete every memory (and pending turn) of a scope; returns the entries removed."""
+        """Delete every memory (and pending turn) of a scope.
+
+        Args:
+            user_id: whose memories.
+            agent_id: only this agent's (None: the whole user, counters and edges included).
+            session_id: only this session's.
+
+        Returns:
+            How many entries were removed.
+        """
         with self._write_lock:
             return self.store.forget(Scope(user_id, agent_id, session_id))
 
@@ -226,8 +321,16 @@ class AriadneMemory:
             self.store.clear()
 
     def export(self, path: str | Path, *, user_id: str | None = None) -> int:
-        """Write the whole memory, or one user's part of it (``user_id``: a per-user data
-        export), to a JSONL file (embeddings included); returns lines."""
+        """Write the whole memory, or one user's part of it, to a JSONL file (embeddings
+        included), atomically: the file is complete or absent.
+
+        Args:
+            path: the file to write (its directory must exist).
+            user_id: only this user's records (a per-user data export).
+
+        Returns:
+            How many lines were written.
+        """
         import json
 
         n = 0
@@ -242,6 +345,16 @@ class AriadneMemory:
 
         One transaction: a malformed line (named with its number), an export of another
         embedder, or entries this memory already holds raise and import nothing.
+
+        Args:
+            path: a file written by :meth:`export`.
+
+        Returns:
+            How many entries were imported.
+
+        Raises:
+            InvalidInputError: the file is not an export or has a malformed line.
+            StoreError: another embedder's export, or entries this memory already holds.
         """
         with self._write_lock:
             return self.store.import_rows(read_export(path))
@@ -255,6 +368,17 @@ class AriadneMemory:
         replaced with U+FFFD since it is never stored) and cut to its last
         ``MAX_QUERY_CHARS`` characters, so a 100 KB prompt costs what a 4 KB one does.
         Empty or non-``str`` queries raise :class:`InvalidInputError` (field ``query``).
+
+        Args:
+            query: the question.
+            user_id: whose memories are searched (nothing of another user is ever read).
+            agent_id: only this agent's memories.
+            session_id: only this session's memories.
+            query_vector: the query's embedding, when the caller has it already.
+
+        Returns:
+            The evidence graph: facts in time order, typed edges, reasoning paths, and
+            ``to_text()`` for a prompt.
         """
         from .reasoning import build_evidence_graph
 
@@ -263,10 +387,27 @@ class AriadneMemory:
                                     Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
-        """``add`` in a worker thread (embedding is CPU work; the event loop stays free)."""
+        """:meth:`add` in a worker thread (embedding is CPU work; the event loop stays free).
+
+        Args:
+            turns: as for :meth:`add`.
+            **kwargs: ``user_id``, ``agent_id``, ``session_id``.
+
+        Returns:
+            How many turns were accepted.
+        """
         return await asyncio.to_thread(self.add, turns, **kwargs)
 
     async def aretrieve(self, query: str, **kwargs: Any) -> EvidenceGraph:
+        """:meth:`retrieve` in a worker thread.
+
+        Args:
+            query: the question.
+            **kwargs: as for :meth:`retrieve`.
+
+        Returns:
+            The evidence graph.
+        """
         return await asyncio.to_thread(self.retrieve, query, **kwargs)
 
     # ------------------------------------------------------------------ answers
@@ -285,13 +426,35 @@ class AriadneMemory:
 
     def answer(self, question: str, *, user_id: str = "default", agent_id: str | None = None,
                session_id: str | None = None) -> Answer[EvidenceGraph]:
-        """Answer from the evidence graph with one LLM call (extractive without an LLM)."""
+        """Answer from the evidence graph with one LLM call (extractive without an LLM).
+
+        Args:
+            question: the question.
+            user_id: whose memories.
+            agent_id: only this agent's memories.
+            session_id: only this session's memories.
+
+        Returns:
+            The answer, with the evidence graph it was generated from and its cost.
+
+        Raises:
+            LLMError: the LLM call failed after its retries.
+        """
         from .synthesis import synthesize
 
         graph = self.retrieve(question, user_id=user_id, agent_id=agent_id, session_id=session_id)
         return synthesize(question, graph, self.llm)
 
     async def aanswer(self, question: str, **kwargs: Any) -> Answer[EvidenceGraph]:
+        """Async :meth:`answer` (retrieval in a worker thread, the LLM call on the loop).
+
+        Args:
+            question: the question.
+            **kwargs: as for :meth:`answer`.
+
+        Returns:
+            The answer.
+        """
         from .synthesis import asynthesize
 
         graph = await self.aretrieve(question, **kwargs)

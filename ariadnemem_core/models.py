@@ -142,6 +142,13 @@ class Turn:
     whitespace-only *after* control characters are removed. Control characters (NUL, ESC,
     BEL, DEL, C1, ...) are silently stripped from ``text`` and ``speaker``; tab and newline
     are kept, CR/VT/FF become newlines.
+
+    Attributes:
+        speaker: who said it (a non-empty name; "you" in the text resolves to the other party).
+        text: what was said.
+        timestamp: when it was said (None: unknown).
+        turn_id: the provenance id entries cite (default: a fresh unique id).
+        metadata: caller data kept with the turn's entries (JSON-serializable).
     """
 
     speaker: str
@@ -191,6 +198,15 @@ class Turn:
 
         Unknown keys are rejected, not moved into ``metadata``: a typo ("timestmap") would
         otherwise silently lose the value's meaning. Extra data belongs under ``metadata``.
+
+        Args:
+            data: the turn's fields (``speaker`` and ``text`` required).
+
+        Returns:
+            The validated turn.
+
+        Raises:
+            InvalidInputError: a missing, unknown or invalid field.
         """
         unknown = sorted(set(data) - set(TURN_FIELDS), key=str)
         if unknown:
@@ -204,6 +220,11 @@ class Turn:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
+        """The turn as JSON-able fields (``timestamp`` in ISO 8601); :meth:`from_dict` reverses it.
+
+        Returns:
+            The fields by name.
+        """
         return {
             "speaker": self.speaker,
             "text": self.text,
@@ -221,6 +242,25 @@ class Entry:
     absolute dates). ``source_turn_ids`` is the provenance: every turn this entry stands
     for, including turns MERGEd into it later. ``timestamp`` is refreshed on MERGE (paper);
     ``first_timestamp`` keeps when the fact was first stated.
+
+    Attributes:
+        id: the entry's id.
+        text: the context-independent restatement.
+        keywords: lowercased content words (coarsening overlap, counters).
+        persons: people the entry involves (the speaker first).
+        entities: named things, places, organizations, titles.
+        location: where it happened, when stated.
+        topic: a coarse topic label, when one fits.
+        timestamp: when it was (last) stated.
+        first_timestamp: when it was first stated.
+        embedding: its vector (None until embedded; every stored entry has one).
+        source_turn_ids: the turns it stands for (provenance).
+        speaker: who stated it (None for an entry drawn from several speakers).
+        metadata: extractor and caller data (self-stated ``attributes``, captions, ...).
+        user_id: whose memory it is.
+        agent_id: the agent scope, if any.
+        session_id: the session scope, if any.
+        seq: arrival order in the store (0 before it is stored).
     """
 
     id: str
@@ -279,6 +319,14 @@ class Entry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Entry:
+        """An entry from :meth:`to_dict` output (ISO timestamps, an embedding list or none).
+
+        Args:
+            data: the entry's fields.
+
+        Returns:
+            The entry, timestamps in UTC.
+        """
         d = dict(data)
         emb = d.pop("embedding", None)
         for key in ("timestamp", "first_timestamp"):
@@ -316,7 +364,13 @@ class UpdateEdge:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Who a memory belongs to. Reads filter on ``user_id`` and, when given, the others."""
+    """Who a memory belongs to. Reads filter on ``user_id`` and, when given, the others.
+
+    Attributes:
+        user_id: the user (required, non-empty): the hard partition of the memory.
+        agent_id: an agent inside the user's memory, or None for every agent.
+        session_id: a session inside the user's memory, or None for every session.
+    """
 
     user_id: str = "default"
     agent_id: str | None = None
