@@ -19,6 +19,7 @@ from .config import Config
 from .embedding import Embedder
 from .errors import ExtractionError
 from .extraction import ExtractionContext, Extractor, RuleExtractor, question_context
+from .extraction.rules import cover
 from .models import Entry, Scope, Turn, UpdateEdge
 from .store import Store, WindowCommit
 from .text import stem
@@ -172,12 +173,9 @@ class Ingestor:
             if e.first_timestamp is None:
                 e.first_timestamp = e.timestamp
             valid.append(e)
-        covered = {tid for e in valid for tid in e.source_turn_ids}
-        uncovered = [t for t in turns if t.turn_id not in covered]
-        if uncovered:
-            if self.extractor is not self.rule:
-                stats["extract_patched_turns"] = stats.get("extract_patched_turns", 0) + len(uncovered)
-            valid.extend(self.rule.extract(uncovered, context))
+        valid, patched = cover(valid, turns, context, self.rule)
+        if patched and self.extractor is not self.rule:
+            stats["extract_patched_turns"] = stats.get("extract_patched_turns", 0) + patched
         return valid
 
     def _coarsen(self, scope: Scope, entries: list[Entry], commit: WindowCommit) -> None:

@@ -34,7 +34,7 @@ from ..llm import LLMClient, LLMResponse, system_user
 from ..models import Entry, Turn, new_id
 from ..text import WEEKDAY_TITLES
 from . import grounding as g
-from .rules import ExtractionContext
+from .rules import ExtractionContext, cover
 
 #: Stable instructions (sent first, so servers can cache them across windows).
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -371,20 +371,13 @@ class LLMExtractor:
     def _patch(self, entries: list[Entry], turns: Sequence[Turn], context: ExtractionContext) -> list[Entry]:
         """Rule entries for every window turn no entry cites (run over the whole window so
         "you" still resolves from the turns before)."""
-        covered = {tid for e in entries for tid in e.source_turn_ids}
-        missing = [t for t in turns if t.turn_id not in covered]
-        if not missing:
+        covered, patched = cover(entries, turns, context, self._rules())
+        if not patched:
             return entries
-        missing_ids = {t.turn_id for t in missing}
-        rule_entries = self._rules().extract(list(turns), context)
-        patch = [e for e in rule_entries if e.source_turn_ids and set(e.source_turn_ids) <= missing_ids]
-        got = {tid for e in patch for tid in e.source_turn_ids}
-        if got != missing_ids:  # defensive: a rule entry spanning covered turns
-            patch.extend(self._rules().extract([t for t in missing if t.turn_id not in got], context))
-        for e in patch:
+        for e in covered[len(entries):]:
             e.metadata.setdefault("extractor", "rule-patch")
-        self._bump("patched_turns", len(missing))
-        return entries + patch
+        self._bump("patched_turns", patched)
+        return covered
 
     def _fallback(self, turns: Sequence[Turn], context: ExtractionContext) -> list[Entry]:
         self._bump("fallback_windows")

@@ -83,6 +83,36 @@ def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[
     return out
 
 
+def cover(entries: list[Entry], turns: Sequence[Turn], context: ExtractionContext,
+          rule: RuleExtractor) -> tuple[list[Entry], int]:
+    """``entries`` plus rule entries for every window turn that no entry cites, so that
+    every turn is covered by some entry's provenance (the safety net of any extractor).
+
+    The rule extractor runs over the whole window, so "you" in a patched turn still
+    resolves from the turns before it; its entries of covered turns are dropped.
+
+    Args:
+        entries: what an extractor returned for ``turns``.
+        turns: the window.
+        context: the window's context.
+        rule: the rule extractor that patches.
+
+    Returns:
+        (the entries with the patch appended, how many turns were patched).
+    """
+    covered = {tid for e in entries for tid in e.source_turn_ids}
+    missing = [t for t in turns if t.turn_id not in covered]
+    if not missing:
+        return entries, 0
+    missing_ids = {t.turn_id for t in missing}
+    patch = [e for e in rule.extract(list(turns), context)
+             if e.source_turn_ids and set(e.source_turn_ids) <= missing_ids]
+    got = {tid for e in patch for tid in e.source_turn_ids}
+    if got != missing_ids:  # defensive: a rule entry spanning covered turns
+        patch.extend(rule.extract([t for t in missing if t.turn_id not in got], context))
+    return entries + patch, len(missing)
+
+
 class RuleExtractor:
     """The default, LLM-free extractor of Phase I atomic extraction.
 
