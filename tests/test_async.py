@@ -129,6 +129,7 @@ def _read(mem: AriadneMemory, i: int, q: str) -> Any:
     return mem.aanswer(q, user_id="reader") if i % 4 == 0 else mem.aretrieve(q, user_id="reader")
 
 
+@pytest.mark.slow
 async def test_concurrent_async_calls_keep_the_loop_responsive(tmp_path: Path, no_llm: None) -> None:
     mem = AriadneMemory(tmp_path / "async", CFG, embedder=HashEmbedder())
     mem.add(_turns(120, 0, "r"), user_id="reader")

@@ -76,6 +76,7 @@ def test_parse_ablations() -> None:
         parse_ablations("gating,telepathy")
 
 
+@pytest.mark.slow
 def test_run_locomo_end_to_end(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     data = write_fixture(tmp_path / "mini.json")
     out = tmp_path / "out"
@@ -127,6 +128,7 @@ def test_run_locomo_end_to_end(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     assert "SECRET" not in raw  # gold answers are never written
 
 
+@pytest.mark.slow
 def test_store_reuse(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     data = write_fixture(tmp_path / "mini.json")
     first = run_locomo(data, store=tmp_path / "store", embedder=minilm, progress=False, write=False, ks=(10,))
@@ -138,6 +140,7 @@ def test_store_reuse(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
             == first["systems"]["AriadneMem"]["summary"]["overall"]["recall"])
 
 
+@pytest.mark.slow
 def test_ingest_and_latency_benches(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     data = write_fixture(tmp_path / "mini.json")
     ing = run_ingest(data, tmp_path / "ing", embedder=minilm, progress=False)
@@ -155,6 +158,7 @@ def test_ingest_and_latency_benches(tmp_path: Path, minilm: MiniLMEmbedder) -> N
     assert (tmp_path / "lat" / "latency.md").read_text().startswith("# Retrieval latency")
 
 
+@pytest.mark.slow
 def test_cli_locomo_and_usage_errors(tmp_path: Path, minilm: MiniLMEmbedder, capsys: pytest.CaptureFixture[str]
                                      ) -> None:
     data = write_fixture(tmp_path / "mini.json")

@@ -29,6 +29,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     return run_scale(out, entries=2000, seed=0, progress=False, questions=60), out
 
 
+@pytest.mark.slow
 def test_run_scale_writes_json_and_markdown(small_run):
     res, out = small_run
     data = json.loads((out / "scale.json").read_text(encoding="utf-8"))

@@ -207,6 +207,7 @@ def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
         AriadneMemory(tmp_path / "s", embedder=HashEmbedder(), chroma_host="127.0.0.1", chroma_port=port)
 
 
+@pytest.mark.slow
 def test_outage_mid_ingest_loses_nothing(tmp_path: Path) -> None:
     """The server dies between two windows: the next window fails with a clear StoreError
     at its first dense read (the gate), its turns stay pending on disk, and once the

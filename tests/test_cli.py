@@ -213,6 +213,7 @@ def test_add_from_stdin(tmp_path: Path) -> None:
     assert json.loads(txt.stdout)["users"]["fay"]["turns_seen"] == 2
 
 
+@pytest.mark.slow
 def test_add_locomo_users_filter_and_unknown_id(capsys, tmp_path: Path) -> None:
     path = tmp_path / "mini_locomo.json"
     path.write_text(json.dumps([
@@ -357,6 +358,7 @@ def test_retrieve_bad_picture_is_a_usage_error_before_the_store_opens(capsys, tm
 
 
 # ---------------------------------------------------------------------- isolation
+@pytest.mark.slow
 def test_users_are_isolated(capsys, base: Path, listing) -> None:
     alice_ids = set(ids(listing["alice"]))
     bob_ids = set(ids(listing["bob"]))

@@ -8,6 +8,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
 
 N = 20
@@ -25,6 +27,7 @@ mem.close()
 '''
 
 
+@pytest.mark.slow
 def test_eight_writers_and_readers(tmp_path: Path):
     store = tmp_path / "store"
     mem = AriadneMemory(store, Config(**CFG), embedder=HashEmbedder())

@@ -29,6 +29,7 @@ while True:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_acks", [3, 9, 17])
 def test_sigkill_mid_ingest_loses_nothing(tmp_path: Path, n_acks: int):
     store = tmp_path / "store"

@@ -68,6 +68,7 @@ def _start_background_first(background: dict[str, subprocess.Popen]) -> None:
     """Launch the background runs before the first test of the module."""
 
 
+@pytest.mark.slow
 def test_terminal_chatbot_remembers_across_restarts(tmp_path: Path) -> None:
     env = _env(ARIADNEMEM_CHATBOT_STORE=str(tmp_path / "chatbot"))
     first = run_example("terminal_chatbot.py", "--embedder", "hash", env=env,

@@ -6,6 +6,7 @@ import json
 import tempfile
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ timestamps = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(st.text(max_size=300), timestamps), min_size=1, max_size=8), st.text(max_size=200))
 def test_add_and_retrieve_never_crash(items, query):
