@@ -134,8 +134,8 @@ class AriadneMemStore(BaseStore):
 
     def _item(self, namespace: tuple[str, ...], key: str, entries: list[Entry],
               score: float | None = None, search: bool = False) -> Item:
-        stamps = [e.timestamp for e in entries if e.timestamp]
-        firsts = [e.first_timestamp or e.timestamp for e in entries if e.first_timestamp or e.timestamp]
+        stamps = [ts for e in entries if (ts := e.timestamp)]
+        firsts = [ts for e in entries if (ts := e.first_timestamp or e.timestamp)]
         now = datetime.now(UTC)
         put_value = next((e.metadata.get("langgraph_value") for e in entries if "langgraph_value" in e.metadata),
                          None)
