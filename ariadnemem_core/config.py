@@ -50,6 +50,11 @@ class Config:
     #: 55.6 -> 53.4%, open-domain 54.6 -> 53.4%, temporal 84.0 -> 83.9%) at the same token
     #: cost; ingest slowed from 91 to 83 turns/s (longer texts to embed).
     context_embedding: bool = True
+    #: ADDITION: speaker names (case-insensitive) that are an AI assistant rather than a
+    #: person. An assistant's long markdown replies are stored as block entries (lists,
+    #: tables, code, paragraph chunks) instead of one entry per sentence, and rank below
+    #: what people said (``assistant_weight``); grounding calls them "the assistant".
+    assistant_speakers: tuple[str, ...] = ("assistant", "ai", "bot", "chatbot")
     #: Coarsening similarity threshold lambda_coal.
     #: DEPARTURE (paper: 0.7). With MiniLM, 0.7 is "same topic": on one LoCoMo dev
     #: conversation 0.7 LINKed 646 of 844 new entries as "state updates", nearly all of them

@@ -18,7 +18,7 @@ from . import coarsening, gating
 from .config import Config
 from .embedding import Embedder
 from .errors import ExtractionError
-from .extraction import ExtractionContext, Extractor, RuleExtractor, question_context
+from .extraction import ExtractionContext, Extractor, RuleExtractor, embedding_text, is_block, question_context
 from .extraction.rules import cover
 from .models import Entry, Scope, Turn, UpdateEdge
 from .store import Store, WindowCommit
@@ -39,7 +39,8 @@ class Ingestor:
         self.store = store
         self.embedder = embedder
         self.config = config
-        self.rule = RuleExtractor(split_sentences=config.atomic_sentences)
+        self.rule = RuleExtractor(split_sentences=config.atomic_sentences,
+                                  assistant_speakers=config.assistant_speakers)
         self.extractor: Extractor = extractor or self.rule
 
     def process(self, scope: Scope, *, full_only: bool) -> None:
@@ -82,10 +83,12 @@ class Ingestor:
             if i == len(turns):
                 raise ExtractionError("rule extractor returned entries out of turn order")
             owner.append(i)
-        texts = [e.text for e in rule_entries]
+        texts = [embedding_text(e) for e in rule_entries]
         if self.config.context_embedding:
             asked = question_context(turns, previous[-1] if previous else None)
-            texts = [f"{asked[j]} {t}" if asked[j] else t for t, j in zip(texts, owner, strict=True)]
+            # Block entries (lists, code, an assistant's chunks) carry their own heading.
+            texts = [f"{asked[j]} {t}" if asked[j] and not is_block(e) else t
+                     for e, t, j in zip(rule_entries, texts, owner, strict=True)]
         vectors = self.embedder.embed(texts) if rule_entries else np.zeros((0, 1))
         # Vectors of the plain text, reusable for an LLM entry that says exactly the same.
         plain = {e.id for e, t in zip(rule_entries, texts, strict=True) if t == e.text}

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 from .. import text as lex
 from ..models import Entry, Turn, new_id
 from . import grounding as g
+from .segment import Segment, segment
 
 
 @dataclass(slots=True)
@@ -53,6 +54,41 @@ def other_party_for(turn: Turn, turns_before: Sequence[Turn], participants: Sequ
         if prev.speaker != turn.speaker:
             return prev.speaker
     return next((p for p in participants if p != turn.speaker), None)
+
+
+#: An assistant's paragraphs, lists and tables are packed into chunks of at most this
+#: many characters.
+CHUNK_CHARS = 900
+#: Characters of a block entry (list, table, code, chunk) that are embedded: its heading
+#: or lead-in and first lines. Embedding whole blocks cost more than embedding every
+#: message once several times over; the beginning of a block says what it is about, and
+#: lexical retrieval (BM25) still indexes the whole text.
+EMBED_CHARS = 200
+#: Any embedded text is cut here: MiniLM reads at most 256 word pieces, so longer text
+#: changes nothing in the vector and only costs tokenization.
+MAX_EMBED_CHARS = 1000
+#: Block kinds (``Entry.metadata["segment"]``) whose embedded text is cut to ``EMBED_CHARS``.
+BLOCK_KINDS = frozenset({"list", "table", "code", "chunk"})
+
+
+def is_block(entry: Entry) -> bool:
+    """Whether an entry is a list, table, code block or assistant chunk (not a sentence)."""
+    return entry.metadata.get("segment") in BLOCK_KINDS
+
+
+def embedding_text(entry: Entry) -> str:
+    """What is embedded for an entry (its text is stored and shown whole).
+
+    Args:
+        entry: A freshly extracted entry.
+
+    Returns:
+        The beginning of a block entry (see ``EMBED_CHARS``), else the text itself, at
+        most ``MAX_EMBED_CHARS`` characters.
+    """
+    if is_block(entry):
+        return entry.text[:EMBED_CHARS]
+    return entry.text[:MAX_EMBED_CHARS]
 
 
 #: Longest question quoted as embedding context (characters).
@@ -130,8 +166,10 @@ class RuleExtractor:
     Stateless, hence thread-safe; about 0.1 ms per turn (precompiled regular expressions).
     """
 
-    def __init__(self, *, split_sentences: bool = False) -> None:
+    def __init__(self, *, split_sentences: bool = False,
+                 assistant_speakers: Sequence[str] = ("assistant",)) -> None:
         self.split_sentences = split_sentences
+        self.assistant_speakers = frozenset(s.lower() for s in assistant_speakers)
 
     def extract(self, turns: Sequence[Turn], context: ExtractionContext) -> list[Entry]:
         history = list(context.previous_turns)
@@ -169,6 +207,13 @@ class RuleExtractor:
             caption = lex.normalize_text(caption)
             return caption or None
         return None
+
+    @staticmethod
+    def _ground(turn: Turn, text: str, other: str | None) -> str:
+        """Pronouns and relative time grounded, no speaker prefix (lines of a block)."""
+        if not text:
+            return ""
+        return g.ground_time(g.ground_pronouns_ex(text, turn.speaker, other)[0], turn.timestamp)
 
     def _restate(self, turn: Turn, text: str, other: str | None, *, whole_turn: bool) -> tuple[str, bool]:
         """(restated text, whether "you" was resolved to ``other``)."""
@@ -220,9 +265,92 @@ class RuleExtractor:
         )
 
     def _sentence_entries(self, turn: Turn, other: str | None, index: dict[str, str]) -> list[Entry]:
-        text = lex.normalize_text(turn.text)
-        sentences = [s for s in g.split_atomic(text) if not g.is_chitchat(s, index)] or [text]
-        entries = [self._entry(turn, s, other, index, whole_turn=False) for s in sentences]
+        segments = segment(turn.text)
+        if len(segments) > 1 or (segments and segments[0].kind != "prose"):
+            entries = self._block_entries(turn, segments, other, index)
+        else:
+            entries = self._prose_entries(turn, lex.normalize_text(turn.text), other, index, fallback=True)
         if self._caption(turn):
             entries.append(self._entry(turn, "", None, index, whole_turn=False, caption_only=True))
         return entries
+
+    def _prose_entries(self, turn: Turn, text: str, other: str | None, index: dict[str, str], *,
+                       fallback: bool) -> list[Entry]:
+        """One entry per content sentence (``fallback``: the whole text when none is)."""
+        sentences = [s for s in g.split_atomic(text) if not g.is_chitchat(s, index)]
+        if not sentences and fallback:
+            sentences = [text]
+        return [self._entry(turn, s, other, index, whole_turn=False) for s in sentences]
+
+    def _block_entries(self, turn: Turn, segments: list[Segment], other: str | None,
+                       index: dict[str, str]) -> list[Entry]:
+        """Entries of a structured (multi-line, markdown) message.
+
+        A person's (or the user's) paragraphs still give one entry per sentence: that is
+        where people state facts about themselves; their lists and tables are one entry
+        each. An assistant's replies are long and derived: their paragraphs, lists and
+        tables are packed in order into chunks of up to ``CHUNK_CHARS`` (a sub-heading
+        inlined where it changes), since sentence entries would multiply the embedding
+        work and crowd the user's own statements out of every candidate list. A code
+        block is always one entry, never cut. Every block entry starts with the heading
+        path or lead-in it sits under, so it reads on its own.
+        """
+        assistant = turn.speaker.lower() in self.assistant_speakers
+        out: list[Entry] = []
+        chunk: list[str] = []
+        chunk_ctx = ""
+
+        def close_chunk() -> None:
+            if chunk:
+                out.append(self._block_entry(turn, "chunk", chunk_ctx, "\n".join(chunk), other, index))
+                chunk.clear()
+
+        for seg in segments:
+            if seg.kind == "code" or not assistant:
+                if seg.kind == "prose":
+                    out.extend(self._prose_entries(turn, lex.normalize_text(seg.text), other, index, fallback=False))
+                    continue
+                close_chunk()
+                out.append(self._block_entry(turn, seg.kind, seg.context, seg.text, other, index, lang=seg.lang))
+                continue
+            if seg.kind == "prose":
+                sentences = [s for s in g.split_atomic(lex.normalize_text(seg.text)) if not g.is_chitchat(s, index)]
+                if not sentences:
+                    continue
+                body = " ".join(sentences)
+            else:
+                body = seg.text
+            if chunk and sum(map(len, chunk)) + len(body) > CHUNK_CHARS:
+                close_chunk()
+            if not chunk:
+                chunk_ctx = seg.context
+            elif seg.context != chunk_ctx and seg.context:
+                body = f"{seg.context.rsplit(' > ', 1)[-1]}: {body}"
+            chunk.append(body)
+        close_chunk()
+        if not out:  # nothing but chit-chat: keep the message as one entry (never lose a turn)
+            out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=False))
+        return out
+
+    def _block_entry(self, turn: Turn, kind: str, context: str, body: str, other: str | None,
+                     index: dict[str, str], *, lang: str | None = None) -> Entry:
+        """One entry for a list, table, code block or prose chunk (see ``_block_entries``).
+
+        Code is kept verbatim (no pronoun or date rewriting: ``for i in range`` must stay
+        code); other kinds are grounded like sentences, one line per item or row.
+        """
+        ctx = lex.normalize_text(context)
+        if kind == "code":
+            # The entry's vocabulary comes from the context and the code's first lines.
+            entry = self._entry(turn, f"{ctx} {body[:EMBED_CHARS]}".strip(), other, index, whole_turn=False)
+            lines = [f"```{lang or ''}", body, "```"]
+        else:
+            lines = [self._ground(turn, lex.normalize_text(ln), other) for ln in body.split("\n")]
+            lines = [ln for ln in lines if ln]
+            entry = self._entry(turn, f"{ctx}: {' '.join(lines)}" if ctx else " ".join(lines), other, index,
+                                whole_turn=False)
+        head = self._ground(turn, ctx, other)
+        entry.text = f"{turn.speaker} ({kind}), {head}:\n" if head else f"{turn.speaker} ({kind}):\n"
+        entry.text += "\n".join(lines)
+        entry.metadata["segment"] = kind
+        return entry

@@ -1,0 +1,113 @@
+"""Query-focused excerpts: how a long entry is shown inside a hard token budget.
+
+An entry from an agent's reply can be a whole list, a table or a code block of several
+hundred tokens; shown whole, two of them fill a 500-token context. The evidence graph
+shows such an entry as an excerpt: the lines or sentences that share the most words with
+the question, in their original order, joined by " … " where something was left out.
+The entry itself is unchanged and stays fetchable whole by its id (``AriadneMemory.get``).
+
+Scoring is lexical on purpose: the entry was already chosen by meaning; inside it, the
+question's own words locate the part that answers it, and this costs microseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .tokens import count_tokens
+
+ELLIPSIS = " … "
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _stem(word: str) -> str:
+    """A light suffix strip: enough to match "deadlines" with "deadline" inside one entry."""
+    w = word.lower()
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 2 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+def query_terms(query: str, stopwords: Iterable[str] = ()) -> frozenset[str]:
+    """The stemmed words of a question that can locate an answer (stopwords removed)."""
+    stop = frozenset(stopwords)
+    return frozenset(_stem(w) for w in _WORD.findall(query) if w.lower() not in stop and len(w) > 1)
+
+
+def units(text: str) -> list[str]:
+    """Lines of a multi-line text (lists, tables, code), else its sentences."""
+    if "\n" in text:
+        return [ln for ln in (x.rstrip() for x in text.split("\n")) if ln.strip()]
+    return [s for s in _SENTENCE.split(text) if s.strip()]
+
+
+def _score(unit: str, terms: frozenset[str]) -> int:
+    return len({_stem(w) for w in _WORD.findall(unit)} & terms)
+
+
+def excerpt(text: str, terms: frozenset[str], max_tokens: int) -> str:
+    """``text`` itself when it fits ``max_tokens``, else its best-matching parts.
+
+    Args:
+        text: The entry text.
+        terms: Stemmed question words (:func:`query_terms`).
+        max_tokens: Most cl100k tokens of the result (the ellipses included).
+
+    Returns:
+        A string of at most ``max_tokens`` tokens; the first unit (which carries the
+        heading or lead-in of a block) wins ties, and parts keep their original order.
+    """
+    if count_tokens(text) <= max_tokens:
+        return text
+    parts = units(text)
+    ranked = sorted(range(len(parts)), key=lambda i: (-_score(parts[i], terms), i))
+    chosen: list[int] = []
+    for i in ranked:
+        trial = sorted([*chosen, i])
+        if count_tokens(_join(parts, trial)) <= max_tokens:
+            chosen = trial
+        elif not chosen:
+            # The best unit alone is too long: a window of words around its first match.
+            return _window(parts[i], terms, max_tokens)
+    return _join(parts, chosen) if chosen else _window(text, terms, max_tokens)
+
+
+def _join(parts: list[str], chosen: list[int]) -> str:
+    out = "" if not chosen or chosen[0] == 0 else ELLIPSIS.lstrip()
+    prev = None
+    for i in chosen:
+        if prev is not None:
+            out += " / " if i == prev + 1 else ELLIPSIS
+        out += parts[i].strip()
+        prev = i
+    if chosen and chosen[-1] != len(parts) - 1:
+        out += ELLIPSIS.rstrip()
+    return out
+
+
+def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
+    """The words around the first question word, grown until the token limit."""
+    words = text.split()
+    hit = next((i for i, w in enumerate(words) if {_stem(x) for x in _WORD.findall(w)} & terms), 0)
+    lo = hi = hit
+    out = words[hit] if words else ""
+    while True:
+        grown = False
+        for lo2, hi2 in ((lo, hi + 1), (lo - 1, hi)):
+            if 0 <= lo2 and hi2 < len(words):
+                trial = _wrap(words, lo2, hi2)
+                if count_tokens(trial) <= max_tokens:
+                    lo, hi, out, grown = lo2, hi2, trial, True
+        if not grown:
+            break
+    if count_tokens(out) > max_tokens:  # one enormous "word" (a URL, a base64 blob)
+        out = out[: max_tokens]
+    return out
+
+
+def _wrap(words: list[str], lo: int, hi: int) -> str:
+    body = " ".join(words[lo:hi + 1])
+    return ("… " if lo > 0 else "") + body + (" …" if hi < len(words) - 1 else "")
