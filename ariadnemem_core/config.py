@@ -125,9 +125,22 @@ class Config:
     #: Node budget range (paper: 8-25).
     min_nodes: int = 8
     max_nodes: int = 25
-    #: Token budget of the serialized graph; the node budget is the largest count in
-    #: [min_nodes, max_nodes] whose facts fit (None: always max_nodes).
+    #: Token budget of the serialized graph (``EvidenceGraph.to_text()``, cl100k): a hard
+    #: limit, never exceeded whatever the entries' length; the node range above is a
+    #: preference inside it (None: no token limit, max_nodes facts).
     token_budget: int | None = 500
+    #: ADDITION: longest fact shown, in tokens. A longer entry (a list, a table, code, an
+    #: assistant's paragraph chunk) is shown as a query-focused excerpt (``excerpt.py``)
+    #: and stays fetchable whole by its id.
+    max_fact_tokens: int = 60
+    #: ADDITION: relevance floor, as a share of the best candidate's score: facts scoring
+    #: below ``relevance_floor`` x best are left out even when the budget has room, so
+    #: a question that little in memory answers gets a small graph, not filler.
+    relevance_floor: float = 0.0
+    #: ADDITION: score multiplier of entries said by an assistant (``assistant_speakers``):
+    #: what the user said about themselves and their work ranks above the assistant's
+    #: long derived replies, which stay retrievable.
+    assistant_weight: float = 1.0
 
     # ---------------- switches (ablations) ----------------
     enable_gating: bool = True
@@ -137,7 +150,7 @@ class Config:
     enable_fastpaths: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("lambda_red", "lambda_coal", "lambda_ovlp"):
+        for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
@@ -147,6 +160,10 @@ class Config:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.max_path_hops < 2:
             raise ConfigError("max_path_hops must be >= 2 (paths have 2..L hops)")
+        if self.max_fact_tokens < 8:
+            raise ConfigError(f"max_fact_tokens must be >= 8, got {self.max_fact_tokens!r}")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise ConfigError(f"token_budget must be >= 1 or None, got {self.token_budget!r}")
         if self.min_nodes > self.max_nodes:
             raise ConfigError("min_nodes must not exceed max_nodes")
         if not 0 <= self.bridge_min_gap_s <= self.bridge_max_gap_s:

@@ -41,6 +41,9 @@ class Fact:
     label: str = ""
     superseded_by: str | None = None
     speaker: str | None = None
+    #: True when ``text`` is a query-focused excerpt of a longer entry (``AriadneMemory.get``
+    #: returns the whole entry by ``id``).
+    excerpt: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The fact as JSON-able fields.
@@ -58,6 +61,7 @@ class Fact:
             "role": self.role,
             "superseded_by": self.superseded_by,
             "speaker": self.speaker,
+            "excerpt": self.excerpt,
         }
 
 

@@ -97,7 +97,7 @@ def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
     while True:
         grown = False
         for lo2, hi2 in ((lo, hi + 1), (lo - 1, hi)):
-            if 0 <= lo2 and hi2 < len(words):
+            if lo2 >= 0 and hi2 < len(words):
                 trial = _wrap(words, lo2, hi2)
                 if count_tokens(trial) <= max_tokens:
                     lo, hi, out, grown = lo2, hi2, trial, True

@@ -17,11 +17,13 @@ from . import paths as paths_mod
 from .config import Config
 from .embedding import Embedder
 from .evidence import EvidenceGraph, Fact
+from .excerpt import excerpt, query_terms
 from .fastpaths import try_fast_paths
 from .models import Entry, Scope
 from .retrieval import Candidate, hybrid_search
 from .serialize import date_line, fact_line
 from .store import Store
+from .text import STOPWORDS
 from .tokens import count_tokens
 
 #: Most newer states pulled in to show the latest value of kept facts.
@@ -57,7 +59,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     known_persons = store.known_persons(scope.user_id)
 
     if cfg.enable_fastpaths:
-        fast_graph = _fast_path_graph(store, scope, query, known_persons)
+        fast_graph = _fast_path_graph(store, scope, query, known_persons, cfg)
         if fast_graph is not None:
             fast_graph.stats["ms_total"] = _ms(t0)
             return fast_graph
@@ -115,7 +117,8 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         for dst in dsts:
             edges.append((src, dst, "update"))
             scores.setdefault(dst, scores.get(src, 0.0))
-    keep = _budget(entries, scores, chains, newer, cfg)
+    shown = _shown(query, entries, cfg)
+    keep = _budget(entries, scores, chains, newer, cfg, shown)
     for node in list(keep):
         unit = _unit(node, chains, entries)
         if len(unit) == 2 and unit[1] in keep and unit[1] not in chains.get(node, ()):
@@ -125,7 +128,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
 
     kept_entries = {i: entries[i] for i in keep}
     kept_edges = [(a, b, k) for a, b, k in dict.fromkeys(edges) if a in kept_entries and b in kept_entries]
-    graph = _fit_paths(query, kept_entries, scores, roles, kept_edges, paths, cfg.token_budget)
+    graph = _fit(query, kept_entries, scores, roles, kept_edges, paths, cfg.token_budget, shown)
     graph.stats.update(timings | {
         "terminals": len(cands), "bridges": sum(1 for i in keep if roles.get(i) == "bridge"),
         "bridges_found": n_bridges, "query_entities": q_entities, "paths_mined": len(graph.paths),
@@ -137,15 +140,21 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     return graph
 
 
-def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str]) -> EvidenceGraph | None:
-    """The graph of a confident fast path (see :mod:`.fastpaths`), or None."""
+def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str],
+                     cfg: Config) -> EvidenceGraph | None:
+    """The graph of a confident fast path (see :mod:`.fastpaths`), or None; held to the
+    token budget like any other graph."""
     fast = try_fast_paths(store, scope, query, known_persons)
     if fast is None:
         return None
     entries = _in_scope(store.get(fast.entry_ids, scope.user_id, cached=True), scope)
     if not entries:
         return None
-    graph = _assemble(query, entries, {i: 1.0 for i in entries}, {i: "terminal" for i in entries}, [], [])
+    scores = {i: 1.0 for i in entries}
+    shown = _shown(query, entries, cfg)
+    keep = _budget(entries, scores, {}, {}, cfg, shown)
+    graph = _fit(query, {i: entries[i] for i in keep}, scores, {i: "terminal" for i in entries}, [], [],
+                 cfg.token_budget, shown)
     graph.fast_path = fast.name
     graph.stats["fast_path"] = fast.data
     return graph
@@ -236,15 +245,24 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) ->
     return [node, latest]
 
 
+def _shown(query: str, entries: dict[str, Entry], cfg: Config) -> dict[str, str]:
+    """The text each entry would be shown with: whole, or a query-focused excerpt of at
+    most ``max_fact_tokens`` tokens (``excerpt.py``)."""
+    terms = query_terms(query, STOPWORDS)
+    return {i: excerpt(e.text, terms, cfg.max_fact_tokens) for i, e in entries.items()}
+
+
 def _budget(entries: dict[str, Entry], scores: dict[str, float],
-            chains: dict[str, list[str]], newer: dict[str, Entry], cfg: Config) -> list[str]:
-    """Nodes kept, best-scored first, within the node budget [min_nodes, max_nodes] and,
-    past min_nodes, the token budget. A node always comes with its newer states (so a
-    stale fact is never shown alone). Paths are kept afterwards only if all their nodes
-    made it: giving whole paths priority spent the budget on weak links (on the LoCoMo
-    dev set, path priority cost 9 points of evidence recall)."""
+            chains: dict[str, list[str]], newer: dict[str, Entry], cfg: Config,
+            shown: dict[str, str]) -> list[str]:
+    """Nodes kept, best-scored first, within the token budget (hard) and the node budget
+    (at most max_nodes). A node always comes with its newer states (so a stale fact is
+    never shown alone). Candidates under the relevance floor are left out even when
+    there is room. Paths are kept afterwards only if all their nodes made it: giving
+    whole paths priority spent the budget on weak links (on the LoCoMo dev set, path
+    priority cost 9 points of evidence recall)."""
     # No token for the joining newline: cl100k merges it into the previous line's last token.
-    cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00"))) for i, e in entries.items()}
+    cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00", shown[i]))) for i, e in entries.items()}
     days = {i: date_line(_fact(e, 0.0, "terminal", "F00")) for i, e in entries.items()}
     day_cost = {d: count_tokens(d) + 1 for d in set(days.values())}
     keep: list[str] = []
@@ -261,8 +279,7 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
         add = sum(cost[i] for i in unit) + sum(day_cost[d] for d in new_days)
         if len(chain) > 1:  # "(superseded by Fn)" and "(latest)" markers
             add += UPDATE_MARKER_TOKENS
-        if cfg.token_budget is not None and len(keep) + len(unit) > cfg.min_nodes \
-                and used + add > cfg.token_budget:
+        if cfg.token_budget is not None and used + add > cfg.token_budget:
             return False
         keep.extend(unit)
         kept_days.update(new_days)
@@ -273,6 +290,9 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # sentence of a turn already shown adds little that the first did not (same speaker,
     # same moment); a new turn adds a new piece of evidence.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
+    if ranked and cfg.relevance_floor > 0:
+        floor = cfg.relevance_floor * scores.get(ranked[0], 0.0)
+        ranked = [n for n in ranked if scores.get(n, 0.0) >= floor]
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
@@ -286,22 +306,34 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     return keep
 
 
-def _fit_paths(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
-               edges: list[tuple[str, str, str]], paths: list[list[str]],
-               token_budget: int | None) -> EvidenceGraph:
+def _fit(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
+         edges: list[tuple[str, str, str]], paths: list[list[str]], token_budget: int | None,
+         shown: dict[str, str]) -> EvidenceGraph:
     """The graph with as many of the ranked ``paths`` as fit the token budget (the facts
-    were budgeted first; a path line that does not fit is dropped, lowest-ranked first)."""
-    graph = _assemble(query, entries, scores, roles, edges, paths)
+    were budgeted first; a path line that does not fit is dropped, lowest-ranked first).
+
+    The budget is a guarantee, not an estimate: should the assembled text still exceed
+    it (a date header or marker the estimate did not foresee), the lowest-scored facts go
+    until it fits.
+    """
+    graph = _assemble(query, entries, scores, roles, edges, paths, shown)
     while token_budget is not None and paths and graph.token_count() > token_budget:
         paths = paths[:-1]
-        graph = _assemble(query, entries, scores, roles, edges, paths)
+        graph = _assemble(query, entries, scores, roles, edges, paths, shown)
+    entries = dict(entries)
+    while token_budget is not None and entries and graph.token_count() > token_budget:
+        worst = min(entries, key=lambda i: (scores.get(i, 0.0), i))
+        del entries[worst]
+        edges = [e for e in edges if worst not in e[:2]]
+        graph = _assemble(query, entries, scores, roles, edges, [], shown)
     return graph
 
 
 def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
-              edges: list[tuple[str, str, str]], paths: list[list[str]]) -> EvidenceGraph:
+              edges: list[tuple[str, str, str]], paths: list[list[str]],
+              shown: dict[str, str] | None = None) -> EvidenceGraph:
     ordered = sorted(entries.values(), key=paths_mod.order_key)
-    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}")
+    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", (shown or {}).get(e.id))
              for n, e in enumerate(ordered, 1)]
     newer = {}
     for src, dst, kind in edges:
@@ -312,9 +344,11 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
     return EvidenceGraph(query=query, facts=facts, edges=edges, paths=paths)
 
 
-def _fact(e: Entry, score: float, role: str, label: str) -> Fact:
-    return Fact(id=e.id, text=e.text, timestamp=e.timestamp, source_turn_ids=list(e.source_turn_ids),
-                score=score, role=role, label=label, speaker=e.speaker)  # type: ignore[arg-type]
+def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None) -> Fact:
+    shown = e.text if text is None else text
+    return Fact(id=e.id, text=shown, timestamp=e.timestamp, source_turn_ids=list(e.source_turn_ids),
+                score=score, role=role, label=label, speaker=e.speaker,  # type: ignore[arg-type]
+                excerpt=shown != e.text)
 
 
 def _in_scope(found: dict[str, Entry], scope: Scope) -> dict[str, Entry]:

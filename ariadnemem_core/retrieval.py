@@ -45,6 +45,7 @@ def fuse(
 ) -> list[Candidate]:
     """Union of both lists, scored and sorted (best first)."""
     cands: dict[str, Candidate] = {}
+    assistants = {s.lower() for s in config.assistant_speakers}
     for rank, (eid, sim) in enumerate(dense):
         if eid in entries:
             cands[eid] = Candidate(entries[eid], sim, sim, dense_rank=rank)
@@ -66,6 +67,8 @@ def fuse(
             cand.score *= config.entity_miss_penalty
         if cand.entry.text.rstrip().rstrip('"').endswith("?"):
             cand.score *= config.question_penalty
+        if (cand.entry.speaker or "").lower() in assistants:
+            cand.score *= config.assistant_weight
     return sorted(cands.values(), key=lambda c: -c.score)
 
 
