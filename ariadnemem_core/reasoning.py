@@ -34,6 +34,8 @@ MAX_UPDATE_FOLLOW = 4
 #: now fill it (and exact marker costs) single-hop evidence recall rose from 80.9 to 82.3%
 #: and multi-hop from 54.7 to 55.6%, mean context 457 -> 480 tokens.
 OVERHEAD_TOKENS = 20
+#: Score of a candidate's previous state (pulled in by ``_older_states``) relative to it.
+OLDER_STATE_WEIGHT = 0.9
 #: Tokens of the " (superseded by F12)" and " (latest)" markers an update pair adds.
 UPDATE_MARKER_TOKENS = 11
 
@@ -108,6 +110,10 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         timings["ms_paths"] = _ms(t)
 
     t = time.perf_counter()
+    for i, (e, score) in _older_states(store, scope, entries, stored_updates, scores).items():
+        entries[i] = e
+        roles[i] = "update"
+        scores[i] = score
     newer, chains = _newer_states(store, scope, entries)
     for i, e in newer.items():
         if i not in entries:
@@ -185,6 +191,7 @@ def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict
                  scores: dict[str, float], roles: dict[str, str], cfg: Config) -> None:
     """Dialogue adjacency: the turn that answers a strong hit often holds the evidence
     ("How does Jon feel about the opening?" -> the reply "I'm excited!")."""
+    assistants = {a.lower() for a in cfg.assistant_speakers}
     for cand in top:
         src = cand.entry
         turn = set(src.source_turn_ids)
@@ -201,7 +208,8 @@ def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict
                 break
             if e.id not in entries and scope.matches(e):
                 entries[e.id] = e
-                scores[e.id] = cand.score * cfg.reply_weight
+                weight = cfg.assistant_weight if (e.speaker or "").lower() in assistants else 1.0
+                scores[e.id] = cand.score * cfg.reply_weight * weight
                 roles[e.id] = "terminal"
 
 
@@ -228,6 +236,24 @@ def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
     newer = _in_scope(store.get(seen - set(entries), scope.user_id, cached=True), scope)
     chains = {s: [d for d in ds if d in entries or d in newer] for s, ds in succ.items()}
     return newer, {s: ds for s, ds in chains.items() if ds}
+
+
+def _older_states(store: Store, scope: Scope, entries: dict[str, Entry], updates: list[tuple[str, str]],
+                  scores: dict[str, float]) -> dict[str, tuple[Entry, float]]:
+    """The previous state of every candidate that updated one (one step back).
+
+    A question about a changed fact is best answered from both states: the newer one
+    says what holds now, the older one what it replaced ("moved from 2 pm to 3 pm"), and
+    a question about the earlier time needs the older one. Each scores
+    ``OLDER_STATE_WEIGHT`` x its successor, so it competes for the budget like any fact
+    and never outranks the state that replaced it.
+    """
+    wanted: dict[str, float] = {}
+    for src, dst in updates:
+        if dst in entries and src not in entries:
+            wanted[src] = max(wanted.get(src, 0.0), scores.get(dst, 0.0) * OLDER_STATE_WEIGHT)
+    found = _in_scope(store.get(wanted, scope.user_id, cached=True), scope)
+    return {i: (e, wanted[i]) for i, e in found.items()}
 
 
 def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) -> list[str]:
