@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from .tokens import count_tokens
 
@@ -22,6 +23,7 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     """A light suffix strip: enough to match "deadlines" with "deadline" inside one entry."""
     w = word.lower()
@@ -48,6 +50,10 @@ def _score(unit: str, terms: frozenset[str]) -> int:
     return len({_stem(w) for w in _WORD.findall(unit)} & terms)
 
 
+#: Tokens a separator (" / " or " … ") costs between two parts, at most.
+_SEP_TOKENS = 2
+
+
 def excerpt(text: str, terms: frozenset[str], max_tokens: int) -> str:
     """``text`` itself when it fits ``max_tokens``, else its best-matching parts.
 
@@ -60,19 +66,27 @@ def excerpt(text: str, terms: frozenset[str], max_tokens: int) -> str:
         A string of at most ``max_tokens`` tokens; the first unit (which carries the
         heading or lead-in of a block) wins ties, and parts keep their original order.
     """
-    if count_tokens(text) <= max_tokens:
+    if len(text) <= max_tokens or count_tokens(text) <= max_tokens:  # a token holds >= 1 character
         return text
     parts = units(text)
+    costs = [count_tokens(p.strip()) for p in parts]
     ranked = sorted(range(len(parts)), key=lambda i: (-_score(parts[i], terms), i))
     chosen: list[int] = []
+    used = 2 * _SEP_TOKENS  # leading and trailing ellipsis
     for i in ranked:
-        trial = sorted([*chosen, i])
-        if count_tokens(_join(parts, trial)) <= max_tokens:
-            chosen = trial
+        if used + costs[i] + _SEP_TOKENS <= max_tokens:
+            chosen.append(i)
+            used += costs[i] + _SEP_TOKENS
         elif not chosen:
             # The best unit alone is too long: a window of words around its first match.
             return _window(parts[i], terms, max_tokens)
-    return _join(parts, chosen) if chosen else _window(text, terms, max_tokens)
+    chosen.sort()
+    out = _join(parts, chosen) if chosen else _window(text, terms, max_tokens)
+    while chosen and count_tokens(out) > max_tokens:  # the estimate was short: drop the weakest
+        weakest = max(chosen, key=lambda i: (ranked.index(i), i))
+        chosen.remove(weakest)
+        out = _join(parts, chosen) if chosen else _window(text, terms, max_tokens)
+    return out
 
 
 def _join(parts: list[str], chosen: list[int]) -> str:
@@ -91,20 +105,32 @@ def _join(parts: list[str], chosen: list[int]) -> str:
 def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
     """The words around the first question word, grown until the token limit."""
     words = text.split()
+    if not words:
+        return ""
     hit = next((i for i, w in enumerate(words) if {_stem(x) for x in _WORD.findall(w)} & terms), 0)
-    lo = hi = hit
-    out = words[hit] if words else ""
+    lo, hi = max(0, hit - 4 * max_tokens), min(len(words), hit + 4 * max_tokens)
+    cost = [count_tokens(" " + w) for w in words[lo:hi]]
+    budget = max_tokens - 2 * _SEP_TOKENS
+    a = b = hit - lo  # inclusive window [a, b] in the slice
+    used = cost[a]
     while True:
         grown = False
-        for lo2, hi2 in ((lo, hi + 1), (lo - 1, hi)):
-            if lo2 >= 0 and hi2 < len(words):
-                trial = _wrap(words, lo2, hi2)
-                if count_tokens(trial) <= max_tokens:
-                    lo, hi, out, grown = lo2, hi2, trial, True
+        if b + 1 < len(cost) and used + cost[b + 1] <= budget:
+            b += 1
+            used += cost[b]
+            grown = True
+        if a > 0 and used + cost[a - 1] <= budget:
+            a -= 1
+            used += cost[a]
+            grown = True
         if not grown:
             break
+    out = _wrap(words, lo + a, lo + b)
+    while count_tokens(out) > max_tokens and b > a:
+        b -= 1
+        out = _wrap(words, lo + a, lo + b)
     if count_tokens(out) > max_tokens:  # one enormous "word" (a URL, a base64 blob)
-        out = out[: max_tokens]
+        out = out[:max_tokens]
     return out
 
 

@@ -34,6 +34,9 @@ MAX_UPDATE_FOLLOW = 4
 #: now fill it (and exact marker costs) single-hop evidence recall rose from 80.9 to 82.3%
 #: and multi-hop from 54.7 to 55.6%, mean context 457 -> 480 tokens.
 OVERHEAD_TOKENS = 20
+#: Fewest tokens a fact line costs ("[F1] " plus a few words): below this much room left,
+#: the budget stops looking.
+MIN_FACT_TOKENS = 6
 #: Score of a candidate's previous state (pulled in by ``_older_states``) relative to it.
 OLDER_STATE_WEIGHT = 0.9
 #: Tokens of the " (superseded by F12)" and " (latest)" markers an update pair adds.
@@ -72,7 +75,10 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
 
     t = time.perf_counter()
     cands, q_entities = hybrid_search(store, scope, query, qvec, cfg, known_persons)
-    cands = [c for c in cands if scope.matches(c.entry)]
+    # The relevance floor reads the match itself (cosine + BM25 bonus), before the
+    # weights that rank candidates against each other (speaker role, entity, question).
+    cands = [c for c in cands if scope.matches(c.entry)
+             and c.dense + cfg.lexical_weight * c.lexical >= cfg.relevance_floor]
     timings["ms_retrieve"] = _ms(t)
     if not cands:
         graph = EvidenceGraph(query=query)
@@ -271,11 +277,28 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) ->
     return [node, latest]
 
 
+class _Shown(dict[str, str]):
+    """Entry id -> the text it is shown with: whole, or a query-focused excerpt of at most
+    ``max_fact_tokens`` tokens (``excerpt.py``). Computed on first use: the budget reads
+    only the candidates it gets to, so the others cost nothing."""
+
+    def __init__(self, query: str, entries: dict[str, Entry], cfg: Config) -> None:
+        super().__init__()
+        self._terms = query_terms(query, STOPWORDS)
+        self._entries = entries
+        self._max = cfg.max_fact_tokens
+
+    def __missing__(self, key: str) -> str:
+        text = excerpt(self._entries[key].text, self._terms, self._max)
+        self[key] = text
+        return text
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self[key] if key in self._entries else default
+
+
 def _shown(query: str, entries: dict[str, Entry], cfg: Config) -> dict[str, str]:
-    """The text each entry would be shown with: whole, or a query-focused excerpt of at
-    most ``max_fact_tokens`` tokens (``excerpt.py``)."""
-    terms = query_terms(query, STOPWORDS)
-    return {i: excerpt(e.text, terms, cfg.max_fact_tokens) for i, e in entries.items()}
+    return _Shown(query, entries, cfg)
 
 
 def _budget(entries: dict[str, Entry], scores: dict[str, float],
@@ -288,7 +311,13 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     whole paths priority spent the budget on weak links (on the LoCoMo dev set, path
     priority cost 9 points of evidence recall)."""
     # No token for the joining newline: cl100k merges it into the previous line's last token.
-    cost = {i: count_tokens(fact_line(_fact(e, 0.0, "terminal", "F00", shown[i]))) for i, e in entries.items()}
+    costs: dict[str, int] = {}
+
+    def cost(i: str) -> int:
+        if i not in costs:
+            costs[i] = count_tokens(fact_line(_fact(entries[i], 0.0, "terminal", "F00", shown[i])))
+        return costs[i]
+
     days = {i: date_line(_fact(e, 0.0, "terminal", "F00")) for i, e in entries.items()}
     day_cost = {d: count_tokens(d) + 1 for d in set(days.values())}
     keep: list[str] = []
@@ -302,7 +331,7 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
         if len(keep) + len(unit) > cfg.max_nodes:
             return False
         new_days = {days[i] for i in unit} - kept_days
-        add = sum(cost[i] for i in unit) + sum(day_cost[d] for d in new_days)
+        add = sum(cost(i) for i in unit) + sum(day_cost[d] for d in new_days)
         if len(chain) > 1:  # "(superseded by Fn)" and "(latest)" markers
             add += UPDATE_MARKER_TOKENS
         if cfg.token_budget is not None and used + add > cfg.token_budget:
@@ -316,9 +345,6 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # sentence of a turn already shown adds little that the first did not (same speaker,
     # same moment); a new turn adds a new piece of evidence.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
-    if ranked and cfg.relevance_floor > 0:
-        floor = cfg.relevance_floor * scores.get(ranked[0], 0.0)
-        ranked = [n for n in ranked if scores.get(n, 0.0) >= floor]
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
@@ -329,6 +355,8 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     for i in first + second:
         if i not in keep and not take(i) and len(keep) >= cfg.max_nodes:
             break
+        if cfg.token_budget is not None and cfg.token_budget - used < MIN_FACT_TOKENS:
+            break  # no fact fits in what is left
     return keep
 
 

@@ -74,8 +74,17 @@ def fuse(
 
 def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, config: Config,
                   known_persons: set[str]) -> tuple[list[Candidate], list[str]]:
-    """Terminals for a query: (scored candidates best first, the query's entities)."""
-    hits = store.dense_search(scope, qvec[None, :], config.k_sem)
+    """Terminals for a query: (scored candidates best first, the query's entities).
+
+    When an assistant takes part in the conversation, ``k_sem_assistant`` more dense
+    candidates are fetched: the assistant's entries fill dense top-k lists and are then
+    downweighted (``assistant_weight``), so without them fewer candidates would compete.
+    """
+    assistants = {a.lower() for a in config.assistant_speakers}
+    k_sem = config.k_sem
+    if config.k_sem_assistant and any(p.lower() in assistants for p in store.participants(scope.user_id)):
+        k_sem += config.k_sem_assistant
+    hits = store.dense_search(scope, qvec[None, :], k_sem)
     dense = hits[0] if hits else []
     lexical = store.lexical_search(scope, query, config.k_lex)
     entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id, cached=True)
