@@ -7,7 +7,7 @@
 """
 
 from .config import Config
-from .embedding import Embedder, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from .embedding import Embedder, HashEmbedder, MiniLMEmbedder, OpenAIEmbedder, TorchMiniLMEmbedder
 from .errors import (
     AriadneMemError,
     ConfigError,
@@ -42,6 +42,7 @@ __all__ = [
     "InvalidInputError",
     "LLMError",
     "MiniLMEmbedder",
+    "TorchMiniLMEmbedder",
     "NotFoundError",
     "OpenAIEmbedder",
     "RuleExtractor",

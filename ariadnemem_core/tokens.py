@@ -1,38 +1,64 @@
-"""Token counting that works offline.
+"""Token counting that works offline and starts fast.
 
 tiktoken downloads its BPE files on first use; llama-index-core (a dependency) ships the
-cl100k and o200k files, so we point ``TIKTOKEN_CACHE_DIR`` at them before first use unless
-the user has set it. Counts are those of ``cl100k_base`` (GPT-4 / GPT-3.5 family), the
-encoding LoCoMo-era papers report.
+``cl100k_base`` file. We find that file through the package's import spec, without importing
+llama-index (which costs ~2 s), and build tiktoken's own ``Encoding`` from it, so nothing
+process-wide (such as ``TIKTOKEN_CACHE_DIR``) is changed. When the user has set
+``TIKTOKEN_CACHE_DIR``, or the shipped file is absent, tiktoken's usual lookup is used.
+Counts are those of ``cl100k_base`` (GPT-4 / GPT-3.5 family), the encoding LoCoMo-era papers
+report.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
 import os
 from pathlib import Path
 
 ENCODING = "cl100k_base"
+#: Where tiktoken fetches the file, and its SHA-256 (both as in ``tiktoken_ext.openai_public``).
+_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+#: ``cl100k_base``'s split pattern and special tokens (as in ``tiktoken_ext.openai_public``).
+_PAT_STR = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+            r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
+_SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
 
 
-def _bundled_cache_dir() -> str | None:
+def _bundled_file() -> Path | None:
+    """llama-index-core's copy of the ``cl100k_base`` file, found without importing it.
+
+    The file sits in the package's tiktoken cache directory under the SHA-1 of its URL
+    (tiktoken's cache naming).
+    """
     try:
-        import llama_index.core as lic
-    except ImportError:  # pragma: no cover - llama-index-core is a hard dependency
+        spec = importlib.util.find_spec("llama_index.core")
+    except (ImportError, ValueError):
         return None
-    path = Path(lic.__file__).resolve().parent / "_static" / "tiktoken_cache"
-    return str(path) if path.is_dir() else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    name = hashlib.sha1(_URL.encode()).hexdigest()
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "_static" / "tiktoken_cache" / name
+        if path.is_file():
+            return path
+    return None
 
 
 @functools.lru_cache(maxsize=1)
 def _encoding():
-    if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        bundled = _bundled_cache_dir()
-        if bundled:
-            os.environ["TIKTOKEN_CACHE_DIR"] = bundled
     import tiktoken
 
-    return tiktoken.get_encoding(ENCODING)
+    bundled = None if "TIKTOKEN_CACHE_DIR" in os.environ else _bundled_file()
+    if bundled is None:
+        return tiktoken.get_encoding(ENCODING)
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(bundled), expected_hash=_SHA256)
+    return tiktoken.Encoding(name=ENCODING, pat_str=_PAT_STR, mergeable_ranks=ranks, special_tokens=_SPECIAL)
 
 
 def count_tokens(text: str) -> int:
