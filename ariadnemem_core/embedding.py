@@ -128,12 +128,12 @@ class MiniLMEmbedder(_CachedEmbedder):
 
     Nothing loads at construction: the session loads on the first ``embed`` (~0.2 s with a
     cached graph, ~2 s on the very first build) and is shared by every instance in the
-    process that uses the same model directory.
+    process with the same model directory and thread count.
     """
 
     #: Longest input in tokens (sentence-transformers' ``max_seq_length`` for this model).
     max_tokens = 256
-    _loaded: ClassVar[dict[Path, tuple[Any, Any]]] = {}
+    _loaded: ClassVar[dict[tuple[Path, int | None], tuple[Any, Any]]] = {}
     _lock = threading.Lock()
 
     def __init__(self, batch_size: int = 32, cache_size: int = 8192, *,
@@ -149,16 +149,16 @@ class MiniLMEmbedder(_CachedEmbedder):
             threads: onnxruntime intra-op threads (default: the CPUs this process may use).
         """
         super().__init__(batch_size, cache_size)
-        self._model_dir = Path(model_dir) if model_dir is not None else None
-        self._threads = threads
+        self.model_dir = Path(model_dir) if model_dir is not None else None
+        self.threads = threads
 
     def _load(self) -> tuple[Any, Any]:
-        model_dir = self._model_dir or minilm_onnx.default_model_dir()
+        model_dir = self.model_dir or minilm_onnx.default_model_dir()
         with self._lock:
-            loaded = self._loaded.get(model_dir)
+            loaded = self._loaded.get((model_dir, self.threads))
             if loaded is None:
-                loaded = (minilm_onnx.session(model_dir, self._threads), _tokenizer(model_dir, self.max_tokens))
-                self._loaded[model_dir] = loaded
+                loaded = (minilm_onnx.session(model_dir, self.threads), _tokenizer(model_dir, self.max_tokens))
+                self._loaded[(model_dir, self.threads)] = loaded
             return loaded
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -8,6 +8,7 @@ since a long-running agent pays it once.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,22 +42,25 @@ def fresh_embedder(embedder: Any) -> Any:
     Every system of a run gets one, so no system's ingest or retrieval is sped up by
     texts an earlier system embedded: timings stay comparable across systems.
     """
-    from ..embedding import MiniLMEmbedder
+    from ..embedding import MiniLMEmbedder, TorchMiniLMEmbedder
 
     if type(embedder) is MiniLMEmbedder:
-        return MiniLMEmbedder(batch_size=embedder.batch_size)
+        return MiniLMEmbedder(batch_size=embedder.batch_size, model_dir=embedder.model_dir, threads=embedder.threads)
+    if type(embedder) is TorchMiniLMEmbedder:
+        return TorchMiniLMEmbedder(batch_size=embedder.batch_size)
     return embedder
 
 
 def set_torch_threads(threads: int | None) -> int | None:
-    """Pin torch's intra-op threads (None: leave torch's default); returns the count in use.
+    """Pin torch's intra-op threads (None: leave torch's default); returns the count in use,
+    or None when torch is not loaded (the default embedder runs on onnxruntime and takes its
+    thread count from ``MiniLMEmbedder(threads=...)``; torch is not imported just for this).
 
     On a busy 2-core machine two torch threads spin against other processes and MiniLM
     gets several times slower than with one thread, so the benches can pin it and record it.
     """
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch comes with sentence-transformers
+    torch = sys.modules.get("torch")
+    if torch is None:
         return None
     if threads:
         torch.set_num_threads(threads)
@@ -123,7 +127,7 @@ def run_ingest(path: str | Path, out: str | Path | None = None, *, config: Confi
     t_start = time.perf_counter()
     torch_threads = set_torch_threads(threads)
     dataset = load_locomo(path, conversations)
-    embedder = embedder or MiniLMEmbedder()
+    embedder = embedder or MiniLMEmbedder(threads=threads)
     load_s = warm_embedder(embedder)
     cfg = config or Config()
     with progress_bar(progress) as prog, AriadneMemory(store, cfg, embedder=embedder) as mem:

@@ -84,7 +84,7 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
     torch_threads = set_torch_threads(threads)
     dataset = load_locomo(path, [conversation] if conversation else None)
     conv = dataset.conversations[0]
-    embedder = embedder or MiniLMEmbedder()
+    embedder = embedder or MiniLMEmbedder(threads=threads)
     warm_embedder(embedder)
     # The baseline's own instance: same model, separate (cold) query cache.
     flat_embedder = fresh_embedder(embedder)

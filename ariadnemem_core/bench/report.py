@@ -19,7 +19,7 @@ from typing import Any
 from ..files import atomic_open
 
 DEFAULT_OUT = Path("bench-results") / "locomo"
-VERSIONED = ("ariadnemem", "chromadb", "torch", "sentence-transformers", "numpy", "tiktoken")
+VERSIONED = ("ariadnemem", "chromadb", "onnxruntime", "torch", "sentence-transformers", "numpy", "tiktoken")
 
 
 def environment() -> dict[str, Any]:

@@ -233,7 +233,7 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
         collector = QACollector.for_sample(
             dataset, stratified_sample(dataset, qa.per_category, qa.seed, qa.categories), qa.flat_k)
     build_llm = llm if llm_extract else None
-    embedder = embedder or MiniLMEmbedder()
+    embedder = embedder or MiniLMEmbedder(threads=threads)
     load_s = warm_embedder(embedder)
     base = config or Config()
     store_dir = Path(store) if store is not None else None

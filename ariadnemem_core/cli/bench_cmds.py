@@ -21,7 +21,7 @@ bench_app = typer.Typer(help="Benchmarks: write JSON + a markdown table to --out
 DataArg = Annotated[Path, typer.Argument(metavar="PATH", help="LoCoMo JSON file (a list of samples).", exists=True,
                                          dir_okay=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="torch CPU threads (default: torch's).")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Embedding CPU threads (default: all).")]
 
 
 def _require_bench() -> None:
