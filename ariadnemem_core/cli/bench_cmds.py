@@ -1,4 +1,4 @@
-"""``ariadnemem bench ...``: LoCoMo recall (and QA), ingest, latency, scale.
+"""``ariadnemem bench ...``: LoCoMo recall (and QA), ingest, latency, scale, startup.
 
 Each bench writes JSON + a markdown table to ``--out``; progress goes to stderr and
 stdout gets only the headline numbers, so the output can be piped. Usage errors (unknown
@@ -231,3 +231,30 @@ def scale(
           f"targets met: p50 {met['p50']}, RSS {met['rss']}")
     print(f"wrote {Path(res['out']) / 'scale.md'} and scale.json")
 
+
+
+@bench_app.command("startup")
+@handle_errors
+def startup(
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/startup"),
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed runs of each process (medians).")] = 5,
+    torch: Annotated[bool | None, typer.Option(
+        "--torch/--no-torch", help="Also time the torch embedder (default: when sentence-transformers is installed).",
+        show_default=False)] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Start-up cost as ratios to a bare interpreter: stats, a fresh first retrieve, peak RSS,
+    install size, embedding texts/s by length (no dataset)."""
+    from ..bench.startup import run_startup
+
+    res = run_startup(out_dir, repeats=repeats, progress=not quiet, torch=torch)
+    p, met = res["processes"], res["meets_targets"]
+    through = res["throughput"]["onnxruntime"]
+    print(f"stats {p['stats']['ratio']:.1f}x bare, first retrieve {p['first_retrieve']['ratio']:.1f}x "
+          f"({p['first_retrieve']['peak_rss_mb']:.0f} MB peak), demo {res['demo']['peak_rss_mb']:.0f} MB peak; "
+          f"default install {res['install']['total_mb']:.0f} MB (torch: {res['install']['has_torch']}); "
+          f"texts/s short {through['short']['texts_per_s']:.0f} / long {through['long']['texts_per_s']:.0f}"
+          + (f" ({res['throughput_ratio']['short']:.2f}x / {res['throughput_ratio']['long']:.2f}x torch)"
+             if res["throughput_ratio"] else ""))
+    print(f"targets met: {', '.join(k for k, v in met.items() if v)}; missed: "
+          f"{', '.join(k for k, v in met.items() if v is False) or 'none'} -> {out_dir}")
