@@ -83,7 +83,10 @@ class Store(Records, DenseIndex):
             self._check_meta(embedder_name)
             if self.remote:
                 self._chroma_prefix = f"am{self._store_id()}-"
-            self._chroma = self._open_chroma()
+            # A Chroma server is reached now, so an unreachable one fails the open; the embedded
+            # index opens (and is reconciled) on the first dense operation, so a process that
+            # only reads records (stats, entries, export) never imports chromadb.
+            self._chroma = self._open_chroma() if self.remote else None
         except BaseException:
             self._db.close()
             self._lockfile.close()
@@ -92,7 +95,9 @@ class Store(Records, DenseIndex):
             raise
         self._collections: dict[str, Collection] = {}
         self._gen = self._generation()
-        self.reconcile()
+        self._reconciled = False
+        if self.remote:
+            self._ensure_reconciled()
 
     @staticmethod
     def exists(path: str | Path) -> bool:

@@ -46,7 +46,10 @@ class DenseIndex(Guarded):
     _server: tuple[str, int] | None
     #: A caller's configured chromadb client, or None.
     _injected: ClientAPI | None
+    #: The chromadb client once opened (see ``_client``), else None.
     _chroma: ClientAPI | None
+    #: Whether this process has reconciled the dense index with the records yet.
+    _reconciled: bool
     _chroma_prefix: str
     _collections: dict[str, Collection]
     _dense_behind: bool
@@ -67,9 +70,11 @@ class DenseIndex(Guarded):
 
 
     def _client(self) -> ClientAPI:
-        """The chromadb client (a closed store has none)."""
+        """The chromadb client, opened (and chromadb imported) on first use; a closed store has none."""
         if self._chroma is None:
-            raise StoreError("the store is closed")
+            if self._closed:
+                raise StoreError("the store is closed")
+            self._chroma = self._open_chroma()
         return self._chroma
 
     def _open_chroma(self) -> ClientAPI:
@@ -96,7 +101,19 @@ class DenseIndex(Guarded):
         except Exception as exc:
             raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
 
+    def _ensure_reconciled(self) -> None:
+        """Reconcile once, before this process's first dense operation (see :meth:`reconcile`)."""
+        if self._reconciled:
+            return
+        self._reconciled = True
+        try:
+            self.reconcile()
+        except BaseException:
+            self._reconciled = False
+            raise
+
     def _collection(self, user_id: str) -> Collection:
+        self._ensure_reconciled()
         self._refresh_if_stale()
         col = self._collections.get(user_id)
         if col is None:
@@ -117,14 +134,15 @@ class DenseIndex(Guarded):
         self._gen = gen
         self._stale = False
         self._collections.clear()
-        if self.remote:  # the server is shared: only our collection handles can be stale
+        if self.remote or self._chroma is None:  # a shared server, or nothing opened yet
             return
         _close_client(self._chroma)
         self._chroma = self._open_chroma()
 
 
     def reconcile(self) -> dict[str, int]:
-        """Make the dense index agree with the records (run on open; cheap when clean)."""
+        """Make the dense index agree with the records (run before a process's first dense
+        operation, and on open in server mode; cheap when clean)."""
         report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0}
         with self._write_guard():
             for entry_id, user_id in self._read("SELECT entry_id, user_id FROM tombstones"):
