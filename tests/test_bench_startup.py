@@ -68,3 +68,24 @@ def test_markdown_report() -> None:
     assert "| `ariadnemem stats` (small store) | 0.50 s | 3.10x | 60 MB | <= 4x | yes |" in text
     assert "| 2.00 s | 12.50x | – |" in text and "**no**" in text
     assert "torch not included" in text and "torch texts/s" not in text
+
+
+def test_throughput_alternates_embedders_and_reports_every_bucket() -> None:
+    from ariadnemem_core import HashEmbedder
+
+    calls: list[str] = []
+
+    class Counting(HashEmbedder):
+        def __init__(self, tag: str) -> None:
+            super().__init__()
+            self.tag = tag
+
+        def embed(self, texts):
+            calls.append(self.tag)
+            return super().embed(texts)
+
+    texts = {"short": ["a b"] * 4, "long": ["a b c " * 50] * 2}
+    out = startup.throughput({"x": lambda: Counting("x"), "y": lambda: Counting("y")}, texts, rounds=2)
+    assert calls[:2] == ["x", "y"] and calls[2:6] == ["x", "y", "x", "y"]  # warm-ups, then alternating
+    assert out["x"]["short"]["texts"] == 4 and out["y"]["long"]["mean_chars"] == 300
+    assert all(out[n][b]["texts_per_s"] > 0 for n in out for b in texts)

@@ -215,21 +215,28 @@ def length_buckets() -> dict[str, list[str]]:
     return out
 
 
-def throughput(make: Callable[[], Any], texts: dict[str, list[str]], rounds: int) -> dict[str, Any]:
-    """Texts per second by bucket (best of ``rounds``, each on a fresh text cache)."""
-    warm = make()
-    t0 = time.perf_counter()
-    warm.embed(["warm up"])
-    out: dict[str, Any] = {"load_s": round(time.perf_counter() - t0, 3)}
-    for bucket, batch in texts.items():
-        best = 0.0
-        for _ in range(rounds):
-            embedder = make()
-            t0 = time.perf_counter()
-            embedder.embed(batch)
-            best = max(best, len(batch) / (time.perf_counter() - t0))
-        out[bucket] = {"texts": len(batch), "mean_chars": round(sum(map(len, batch)) / len(batch)),
-                       "texts_per_s": round(best, 1)}
+def throughput(makers: dict[str, Callable[[], Any]], texts: dict[str, list[str]],
+               rounds: int) -> dict[str, dict[str, Any]]:
+    """Texts per second by embedder and bucket: the best of ``rounds``, each on a fresh text
+    cache. Rounds alternate between the embedders, so a change of machine load during the
+    run hits every embedder alike."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, make in makers.items():
+        t0 = time.perf_counter()
+        make().embed(["warm up"])
+        out[name] = {"load_s": round(time.perf_counter() - t0, 3)}
+    best = {(name, bucket): 0.0 for name in makers for bucket in texts}
+    for _ in range(rounds):
+        for bucket, batch in texts.items():
+            for name, make in makers.items():
+                embedder = make()
+                t0 = time.perf_counter()
+                embedder.embed(batch)
+                best[name, bucket] = max(best[name, bucket], len(batch) / (time.perf_counter() - t0))
+    for (name, bucket), rate in best.items():
+        batch = texts[bucket]
+        out[name][bucket] = {"texts": len(batch), "mean_chars": round(sum(map(len, batch)) / len(batch)),
+                             "texts_per_s": round(rate, 1)}
     return out
 
 
@@ -262,7 +269,7 @@ def run_startup(out: str | Path | None = None, *, repeats: int = 5, rounds: int 
     out_dir = Path(out) if out is not None else DEFAULT_OUT
     torch = torch_available() if torch is None else torch
     t_start = time.perf_counter()
-    results: dict[str, Any] = {"bench": "startup", "repeats": repeats}
+    results: dict[str, Any] = {"bench": "startup", "repeats": repeats, "rounds": rounds}
     with tempfile.TemporaryDirectory(prefix="ariadnemem-startup-") as tmp:
         store = Path(tmp) / "store"
         say("building a small store from the demo dialogue...")
@@ -287,9 +294,10 @@ def run_startup(out: str | Path | None = None, *, repeats: int = 5, rounds: int 
     results["install_torch_extra"] = install_size(["sentence-transformers>=3.0"]) if torch else None
     say("embedding throughput by length...")
     texts = length_buckets()
-    results["throughput"] = {"onnxruntime": throughput(lambda: MiniLMEmbedder(cache_size=0), texts, rounds)}
+    makers: dict[str, Callable[[], Any]] = {"onnxruntime": lambda: MiniLMEmbedder(cache_size=0)}
     if torch:
-        results["throughput"]["torch"] = throughput(lambda: TorchMiniLMEmbedder(cache_size=0), texts, rounds)
+        makers["torch"] = lambda: TorchMiniLMEmbedder(cache_size=0)
+    results["throughput"] = throughput(makers, texts, rounds)
     results["throughput_ratio"] = ({b: round(results["throughput"]["onnxruntime"][b]["texts_per_s"]
                                              / results["throughput"]["torch"][b]["texts_per_s"], 2) for b in BUCKETS}
                                    if torch else None)
@@ -369,7 +377,8 @@ def startup_markdown(results: dict[str, Any]) -> str:
         if "torch" in through:
             row += [f"{through['torch'][bucket]['texts_per_s']:.1f}", f"{results['throughput_ratio'][bucket]:.2f}x"]
         trows.append(row)
-    lines += ["", f"Embedding throughput (best of the rounds, {results['environment']['embedding_threads']} threads; "
+    lines += ["", f"Embedding throughput (best of {results.get('rounds', 3)} alternating rounds, "
+                  f"{results['environment']['embedding_threads']} threads; "
                   f"model load: onnxruntime {through['onnxruntime']['load_s']:.2f} s"
               + (f", torch {through['torch']['load_s']:.2f} s" if "torch" in through else "") + "):", "",
               markdown_table(head, trows), "",
