@@ -36,6 +36,12 @@ def test_reference_vectors_match_sentence_transformers(minilm: MiniLMEmbedder) -
         assert cosines.min() >= 0.9999, (cosines.min(), texts[int(cosines.argmin())][:60])
 
 
+def test_model_loads_once_per_process_and_lazily(minilm: MiniLMEmbedder) -> None:
+    first, second = MiniLMEmbedder(batch_size=4), MiniLMEmbedder(cache_size=10)
+    assert first._load()[0] is second._load()[0] is minilm._load()[0]  # one onnxruntime session
+    assert MiniLMEmbedder(model_dir="/nonexistent/model").model_dir is not None  # constructing loads nothing
+
+
 def test_same_name_and_dim_as_the_torch_embedder() -> None:
     from ariadnemem_core import TorchMiniLMEmbedder
 
