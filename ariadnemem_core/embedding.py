@@ -48,7 +48,8 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
         vectors = vectors[None, :]
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return vectors / norms
+    normalized: np.ndarray = vectors / norms
+    return normalized
 
 
 def check_batch(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
@@ -215,14 +216,14 @@ def _quiet_transformers() -> Iterator[None]:
         return
     level = hf_logging.get_verbosity()
     bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
         if bar:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 class TorchMiniLMEmbedder(_CachedEmbedder):
@@ -233,14 +234,20 @@ class TorchMiniLMEmbedder(_CachedEmbedder):
     loads lazily on the first call and is shared by every instance in the process.
     """
 
-    _model = None
+    _model: Any = None
     _lock = threading.Lock()
 
     def __init__(self, batch_size: int = 32, cache_size: int = 8192) -> None:
+        """Describe the model; loads nothing (torch loads on the first ``embed``).
+
+        Args:
+            batch_size: texts per model call.
+            cache_size: texts kept in the LRU cache.
+        """
         super().__init__(batch_size, cache_size)
 
     @classmethod
-    def _load(cls):
+    def _load(cls) -> Any:
         with cls._lock:
             if cls._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -258,10 +265,11 @@ class TorchMiniLMEmbedder(_CachedEmbedder):
             return cls._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        return self._load().encode(
+        vectors: np.ndarray = self._load().encode(
             texts, batch_size=self.batch_size, normalize_embeddings=True,
             convert_to_numpy=True, show_progress_bar=False,
-        ).astype(np.float32)
+        )
+        return vectors.astype(np.float32)
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -298,7 +306,7 @@ class OpenAIEmbedder:
     """Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint, in batches."""
 
     def __init__(self, model: str = "text-embedding-3-small", dim: int = 1536, *,
-                 client=None, batch_size: int = 256) -> None:
+                 client: Any = None, batch_size: int = 256) -> None:
         if client is None:
             from openai import OpenAI
 

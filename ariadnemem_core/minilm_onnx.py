@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -117,16 +118,16 @@ def load_weights(path: Path) -> dict[str, np.ndarray]:
 def build_graph(weights: dict[str, np.ndarray]) -> bytes:
     """The serialised ONNX model: ``input_ids``, ``attention_mask`` (int32, ``[batch, seq]``)
     -> ``last_hidden_state`` (float32, ``[batch, seq, 384]``)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-    inits: list = []
-    nodes: list = []
+    inits: list[TensorProto] = []
+    nodes: list[NodeProto] = []
 
     def const(name: str, value: np.ndarray) -> str:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(value, dtype=np.float32), name))
         return name
 
-    def ms(op: str, inputs: list[str], outputs: list[str], **attrs) -> None:
+    def ms(op: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
         nodes.append(helper.make_node(op, inputs, outputs, name=outputs[0] + "_" + op,
                                       domain="com.microsoft", **attrs))
 
@@ -175,7 +176,7 @@ def build_graph(weights: dict[str, np.ndarray]) -> bytes:
     model = helper.make_model(graph, producer_name="ariadnemem",
                               opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
-    return model.SerializeToString()
+    return bytes(model.SerializeToString())
 
 
 def weights_digest(path: Path, memo_dir: Path | None) -> str:
@@ -229,7 +230,7 @@ def _write_atomic(target: Path, data: bytes) -> bool:
         return False
 
 
-def session(model_dir: Path, threads: int | None = None):
+def session(model_dir: Path, threads: int | None = None) -> Any:
     """An onnxruntime ``InferenceSession`` for the weights in ``model_dir``.
 
     Uses the cached graph when one for these weights exists, else builds it (and caches it

@@ -16,6 +16,10 @@ import hashlib
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING = "cl100k_base"
 #: Where tiktoken fetches the file, and its SHA-256 (both as in ``tiktoken_ext.openai_public``).
@@ -49,7 +53,7 @@ def _bundled_file() -> Path | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _encoding():
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     bundled = None if "TIKTOKEN_CACHE_DIR" in os.environ else _bundled_file()

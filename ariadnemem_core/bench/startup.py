@@ -108,10 +108,10 @@ def build_store(path: Path) -> int:
 
 
 def time_commands(commands: dict[str, list[str]], env: dict[str, str], repeats: int,
-                  tick: Callable[[], None] = lambda: None) -> dict[str, dict[str, float]]:
+                  tick: Callable[[], None] = lambda: None) -> dict[str, dict[str, Any]]:
     """Median wall time and peak RSS of each command over ``repeats`` interleaved rounds
     (after one untimed warm-up round, so every command meets a warm page cache)."""
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    samples: dict[str, list[tuple[float, float | None]]] = {name: [] for name in commands}
     for round_no in range(repeats + 1):
         for name, argv in commands.items():
             result = run_child(argv, env)
@@ -144,7 +144,7 @@ def dependency_closure(requirements: Iterable[str]) -> tuple[dict[str, metadata.
 
     found: dict[str, metadata.Distribution] = {}
     missing: list[str] = []
-    todo = [(Requirement(r), frozenset()) for r in requirements]
+    todo: list[tuple[Requirement, frozenset[str]]] = [(Requirement(r), frozenset()) for r in requirements]
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:
         req, parent_extras = todo.pop()
