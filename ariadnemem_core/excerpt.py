@@ -109,7 +109,9 @@ def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
         return ""
     hit = next((i for i, w in enumerate(words) if {_stem(x) for x in _WORD.findall(w)} & terms), 0)
     lo, hi = max(0, hit - 4 * max_tokens), min(len(words), hit + 4 * max_tokens)
-    cost = [count_tokens(" " + w) for w in words[lo:hi]]
+    # Estimated costs grow the window (a word is about one token per 4 characters), then
+    # exact counts shrink it: a few tokenizer calls instead of one per word.
+    cost = [1 + len(w) // 4 for w in words[lo:hi]]
     budget = max_tokens - 2 * _SEP_TOKENS
     a = b = hit - lo  # inclusive window [a, b] in the slice
     used = cost[a]
@@ -127,7 +129,10 @@ def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
             break
     out = _wrap(words, lo + a, lo + b)
     while count_tokens(out) > max_tokens and b > a:
-        b -= 1
+        excess = count_tokens(out) - max_tokens
+        b = max(a, b - max(1, excess // 2)) if b > hit - lo else b
+        if b == hit - lo and a < b:
+            a += 1
         out = _wrap(words, lo + a, lo + b)
     if count_tokens(out) > max_tokens:  # one enormous "word" (a URL, a base64 blob)
         out = out[:max_tokens]

@@ -170,3 +170,12 @@ def test_long_message_stays_retrievable() -> None:
         mem.flush()
         g = mem.retrieve("Which port does service 1234 run on?")
         assert "big" in g.source_turn_ids and g.token_count() <= 500
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(min_size=1, max_size=3000), st.text(max_size=80), st.integers(min_value=8, max_value=80))
+def test_excerpt_never_exceeds_its_token_limit(text: str, question: str, limit: int) -> None:
+    out = excerpt(text, query_terms(question), limit)
+    assert count_tokens(out) <= limit
+    if count_tokens(text) <= limit:
+        assert out == text
