@@ -135,8 +135,21 @@ def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
             a += 1
         out = _wrap(words, lo + a, lo + b)
     if count_tokens(out) > max_tokens:  # one enormous "word" (a URL, a base64 blob)
-        out = out[:max_tokens]
+        out = _prefix(out, max_tokens)
     return out
+
+
+def _prefix(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (binary search on length:
+    a character may cost several tokens)."""
+    lo, hi = 0, min(len(text), max_tokens)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def _wrap(words: list[str], lo: int, hi: int) -> str:
