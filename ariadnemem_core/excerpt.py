@@ -66,7 +66,7 @@ def excerpt(text: str, terms: frozenset[str], max_tokens: int) -> str:
         A string of at most ``max_tokens`` tokens; the first unit (which carries the
         heading or lead-in of a block) wins ties, and parts keep their original order.
     """
-    if len(text) <= max_tokens or count_tokens(text) <= max_tokens:  # a token holds >= 1 character
+    if count_tokens(text) <= max_tokens:
         return text
     parts = units(text)
     costs = [count_tokens(p.strip()) for p in parts]

@@ -116,19 +116,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         timings["ms_paths"] = _ms(t)
 
     t = time.perf_counter()
-    for i, (e, score) in _older_states(store, scope, entries, stored_updates, scores).items():
-        entries[i] = e
-        roles[i] = "update"
-        scores[i] = score
-    newer, chains = _newer_states(store, scope, entries)
-    for i, e in newer.items():
-        if i not in entries:
-            entries[i] = e
-            roles[i] = "update"
-    for src, dsts in chains.items():
-        for dst in dsts:
-            edges.append((src, dst, "update"))
-            scores.setdefault(dst, scores.get(src, 0.0))
+    newer, chains = _add_states(store, scope, entries, scores, roles, edges, stored_updates)
     shown = _shown(query, entries, cfg)
     keep = _budget(entries, scores, chains, newer, cfg, shown)
     for node in list(keep):
@@ -242,6 +230,27 @@ def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
     newer = _in_scope(store.get(seen - set(entries), scope.user_id, cached=True), scope)
     chains = {s: [d for d in ds if d in entries or d in newer] for s, ds in succ.items()}
     return newer, {s: ds for s, ds in chains.items() if ds}
+
+
+def _add_states(store: Store, scope: Scope, entries: dict[str, Entry], scores: dict[str, float],
+                roles: dict[str, str], edges: list[tuple[str, str, str]], updates: list[tuple[str, str]]
+                ) -> tuple[dict[str, Entry], dict[str, list[str]]]:
+    """The candidates' previous states and newest states join the graph (in place, role
+    ``update``); returns the newer states and the update chains for the budget."""
+    for i, (e, score) in _older_states(store, scope, entries, updates, scores).items():
+        entries[i] = e
+        roles[i] = "update"
+        scores[i] = score
+    newer, chains = _newer_states(store, scope, entries)
+    for i, e in newer.items():
+        if i not in entries:
+            entries[i] = e
+            roles[i] = "update"
+    for src, dsts in chains.items():
+        for dst in dsts:
+            edges.append((src, dst, "update"))
+            scores.setdefault(dst, scores.get(src, 0.0))
+    return newer, chains
 
 
 def _older_states(store: Store, scope: Scope, entries: dict[str, Entry], updates: list[tuple[str, str]],
