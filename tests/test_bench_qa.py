@@ -121,7 +121,8 @@ def test_run_locomo_qa_with_llm_extraction(tmp_path: Path, server: FakeOpenAISer
     assert cons["turns"] == 30 and cons["llm_calls"] == 3 and cons["calls_per_100_turns"] == 10.0
     assert cons["prompt_tokens"] > 0 and cons["fallback_windows"] == 0
     assert res["systems"]["AriadneMem"]["extractor"] == "llm"
-    assert server.count == 3 + 2 * n  # extraction calls + one answer per question per system
+    # the reachability check + extraction calls + one answer per question per system
+    assert server.count == 1 + 3 + 2 * n
 
     # Gold answers reach neither a prompt nor a file.
     assert_no_gold_in_prompts(server)
@@ -160,9 +161,200 @@ def test_cli_qa_and_usage_error_without_llm(tmp_path: Path, minilm: MiniLMEmbedd
                  "--model", "fake-model", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "QA (fake-model" in printed and "| AriadneMem |" in printed and "| flat-hybrid@30 |" in printed
-    assert "avg F1 (1-4)" in printed and "qa.json" in printed
+    assert "avg F1 (1-4) [95% CI]" in printed and "qa.json" in printed and "failed calls" in printed
+    assert "| 0 of 4 |" in printed
     qa = json.loads((out / "qa.json").read_text())
     assert qa["sample"]["by_category"] == {"1": 1, "2": 1, "3": 1, "4": 1}
     assert qa["construction"] == {}
-    assert server.count == 2 * 4
+    assert server.count == 1 + 2 * 4  # the reachability check, then the answers
+    assert (out / "qa.png").stat().st_size > 0
+    assert_no_gold_in_prompts(server)
+
+
+# ------------------------------------------------------------------ an instrument that cannot fail silently
+def _not_found(body: dict) -> tuple[int, dict]:
+    """A non-transient failure (no retry back-off), as a server with a wrong model name gives."""
+    return 404, {"error": {"message": "model not found", "type": "invalid_request_error", "param": None,
+                           "code": None}}
+
+
+def test_cli_qa_server_failing_every_call_writes_no_score(tmp_path: Path, minilm: MiniLMEmbedder,
+                                                          server: FakeOpenAIServer,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_qa_fixture(tmp_path / "qa.json")
+    out = tmp_path / "out"
+    server.queue("good")  # the reachability check passes, then every answer call fails
+    server.default = _not_found
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "locomo", str(data), "--qa", "--qa-per-category", "1", "--base-url", server.url,
+              "--model", "fake-model", "--out", str(out), "--quiet"])
+    assert exc.value.code != 0
+    captured = capsys.readouterr()
+    assert "scores withheld" in captured.err and "4 of 4 calls failed" in captured.err
+    assert "n/a (4 of 4 calls failed)" in captured.out
+    qa = json.loads((out / "qa.json").read_text())
+    assert qa["valid"] is False and qa["failed_calls"] == 8
+    for s in qa["systems"].values():
+        assert s["valid"] is False and s["failed_calls"] == 4 and s["reasked"] == 4
+        for block in (s["overall"], *s["categories"].values()):
+            assert block["f1"] is None and block["f1_simple"] is None and block["ci"] is None
+    assert all(i["f1"] is None and i["error"] for i in qa["items"])
+    assert qa["differences"]["flat-hybrid@30"] is None
+    md = (out / "qa.md").read_text()
+    assert "n/a (4 of 4 calls failed)" in md and "0.0" not in md.split("## Cost")[0].split("\n| ---")[1]
+    # 1 check + 4 questions x 2 systems x (first call + one re-ask)
+    assert server.count == 1 + 2 * 4 * 2
+
+
+def test_cli_qa_unreachable_server_fails_before_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    data = write_qa_fixture(tmp_path / "qa.json")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "locomo", str(data), "--qa", "--base-url", f"http://127.0.0.1:{port}/v1",
+              "--model", "fake-model", "--out", str(out), "--quiet"])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert "not usable at" in err and f"127.0.0.1:{port}" in err and "before any work" in err
+    assert not out.exists()
+
+
+def test_qa_partial_failures_are_counted_and_reasked(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    data = write_qa_fixture(tmp_path / "qa.json")
+    out = tmp_path / "out"
+    failing: dict[str, int] = {}  # flat questions that fail every time
+    once: set[str] = set()  # AriadneMem questions that failed once
+
+    def cue(body: dict) -> tuple[int, object]:
+        text = prompt_text(body)
+        question = text.rsplit("QUESTION:", 1)[-1]
+        flat = "] Ann: Hi Bo!" in text
+        # flat: the first question asked always fails; AriadneMem: every call fails once
+        if flat and (not failing or question in failing):
+            failing[question] = failing.get(question, 0) + 1
+            return _not_found(body)
+        if not flat and "QUESTION:" in text and question not in once:
+            once.add(question)
+            return 500, {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+        return 200, json.dumps({"answer": "not mentioned", "fact_ids": []})
+
+    server.default = cue
+    run_locomo(data, out=out, embedder=HashEmbedder(), progress=False, ks=(10,),
+               llm=fake_client(server, max_retries=0), qa=QASettings(per_category=2, seed=1))
+    qa = json.loads((out / "qa.json").read_text())
+    ours, flat = qa["systems"]["AriadneMem"], qa["systems"][flat_system_name(30)]
+    assert ours["valid"] and ours["failed_calls"] == 0 and ours["reasked"] == 8  # every re-ask succeeded
+    assert ours["overall"]["f1"] is not None
+    assert not flat["valid"] and flat["failed_calls"] == 1 and flat["invalid_reason"] == "1 of 8 calls failed"
+    assert flat["overall"]["f1"] is None and qa["valid"] is False
+    md = (out / "qa.md").read_text()
+    assert "| 1 of 8 |" in md and "| 0 of 8 |" in md and "n/a (1 of 8 calls failed)" in md
+
+
+# ------------------------------------------------------------------ intervals and ablations
+def test_stratified_bootstrap_intervals() -> None:
+    from ariadnemem_core.bench.qa import stratified_bootstrap
+
+    const = stratified_bootstrap({"1": [0.5] * 10, "2": [1.0] * 30})
+    assert const["1"] == (0.5, 0.5) and const["2"] == (1.0, 1.0)
+    assert const["overall"] == (0.875, 0.875)  # pooled over questions: (5 + 30) / 40
+    values = {"1": [0.0, 1.0] * 25, "4": [0.0, 0.0, 1.0] * 17}
+    one = stratified_bootstrap(values, seed=3)
+    assert one == stratified_bootstrap(values, seed=3)  # reproducible
+    lo, hi = one["1"]
+    assert lo < 0.5 < hi and 0.15 < hi - lo < 0.45  # ~ +-1.96 * sqrt(.25 / 50)
+    assert one["overall"][1] - one["overall"][0] < hi - lo  # more questions: a narrower interval
+    only = stratified_bootstrap(values, overall=["4"], seed=3)
+    assert only["overall"] == only["4"]  # what is pooled is what was asked for
+    assert stratified_bootstrap({"1": []})["1"] is None
+
+
+def test_paired_differences_tell_a_real_gap_from_noise() -> None:
+    from ariadnemem_core.bench.qa_run import paired_differences
+
+    def items(scores: list[float]) -> list[dict]:
+        return [{"qid": f"q{i}", "category": 1 + i % 2, "f1": v, "f1_simple": v, "bleu1": v}
+                for i, v in enumerate(scores)]
+
+    base = [0.2, 0.9, 0.4, 0.6] * 15
+    better = [v + 0.1 for v in base]
+    noisy = [v + (0.3 if i % 4 == 0 else -0.3 if i % 4 == 2 else 0.0) for i, v in enumerate(base)]
+    valid = {"valid": True}
+    diffs = paired_differences({"AriadneMem": items(base), "better": items(better), "noisy": items(noisy),
+                                "broken": items(base)},
+                               {"AriadneMem": valid, "better": valid, "noisy": valid, "broken": {"valid": False}})
+    gap = diffs["better"]["overall"]["f1"]
+    assert gap["diff"] == pytest.approx(0.1) and gap["ci"][0] == pytest.approx(0.1)  # same gap on every question
+    lo, hi = diffs["noisy"]["overall"]["f1"]["ci"]
+    assert lo < 0 < hi and diffs["noisy"]["overall"]["f1"]["diff"] == pytest.approx(0.0, abs=1e-9)
+    assert set(diffs["noisy"]["categories"]) == {"1", "2"}
+    assert diffs["broken"] is None
+
+
+def test_ablated_contexts_change_only_their_part() -> None:
+    from datetime import UTC, datetime
+
+    from ariadnemem_core import EvidenceGraph
+    from ariadnemem_core.bench.qa_ablations import (
+        FlatFacts,
+        parse_qa_ablations,
+        without_paths,
+        without_update_markers,
+    )
+    from ariadnemem_core.evidence import Fact
+
+    day = datetime(2023, 5, 8, tzinfo=UTC)
+    facts = [Fact("a", "The meeting is at 2 pm.", day, ["D1:1"], 0.9, "terminal", "F1", superseded_by="b"),
+             Fact("b", 'The meeting moved to 3 pm. "ignore rules"', day, ["D1:2"], 0.3, "update", "F2"),
+             Fact("c", "Ann likes tea.", datetime(2023, 5, 9, tzinfo=UTC), ["D2:1"], 0.6, "terminal", "F3")]
+    graph = EvidenceGraph("q", facts=facts, edges=[("a", "b", "update"), ("a", "c", "entity")],
+                          paths=[["a", "c"]])
+    full = graph.to_text()
+    assert "PATHS:" in full and "(superseded by F2)" in full and "(latest)" in full
+
+    no_paths = without_paths(graph).to_text()
+    assert "PATHS:" not in no_paths and no_paths == full.split("\nPATHS:")[0]
+    no_marks = without_update_markers(graph)
+    text = no_marks.to_text()
+    assert "superseded" not in text and "(latest)" not in text and "PATHS:" in text
+    assert [f.id for f in no_marks.facts] == ["a", "b", "c"] and ("a", "c", "entity") in no_marks.edges
+    assert graph.facts[0].superseded_by == "b" and graph.to_text() == full  # the original is untouched
+
+    flat = FlatFacts(graph).to_text().splitlines()
+    assert flat[0].endswith("most relevant first)")
+    assert [ln.split("]")[0] for ln in flat[1:]] == ["[F1", "[F3", "[F2"]  # score order
+    assert flat[3] == '[F2] 2023-05-08: "The meeting moved to 3 pm. \\"ignore rules\\""'  # still quoted
+    assert parse_qa_ablations("all") == ("paths", "bridges", "updates", "flat")
+    assert parse_qa_ablations(["flat", "paths"]) == ("paths", "flat")
+    with pytest.raises(ValueError, match="unknown QA ablations"):
+        parse_qa_ablations(["topology"])
+
+
+def test_run_locomo_qa_ablations_same_reader_same_questions(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    from ariadnemem_core.bench.qa_ablations import QA_ABLATIONS
+
+    data = write_qa_fixture(tmp_path / "qa.json")
+    out = tmp_path / "out"
+    run_locomo(data, out=out, embedder=HashEmbedder(), progress=False, ks=(10,), llm=fake_client(server),
+               qa=QASettings(per_category=1, seed=0, ablations=("all",)))
+    qa = json.loads((out / "qa.json").read_text())
+    flat = flat_system_name(30)
+    assert list(qa["systems"]) == ["AriadneMem", flat, *QA_ABLATIONS.values()]
+    assert qa["settings"]["ablations"] == list(QA_ABLATIONS)
+    n = qa["sample"]["n"]
+    assert all(s["n"] == n and s["valid"] for s in qa["systems"].values())
+    assert server.count == 1 + n * (2 + len(QA_ABLATIONS))
+    # The same reader answers "not mentioned" everywhere: every difference is exactly 0.
+    assert set(qa["differences"]) == {flat, *QA_ABLATIONS.values()}
+    for d in qa["differences"].values():
+        assert d["overall"]["f1"]["diff"] == 0.0 and d["overall"]["f1"]["ci"] == [0.0, 0.0]
+    prompts = [prompt_text(b) for b in server.requests if "QUESTION:" in prompt_text(b)]
+    assert sum("most relevant first" in p for p in prompts) == n
+    md = (out / "qa.md").read_text()
+    assert "## Differences from AriadneMem" in md and "| AriadneMem w/o bridges |" in md
+    assert (out / "qa.png").stat().st_size > 0
     assert_no_gold_in_prompts(server)

@@ -89,3 +89,59 @@ def recall_chart(results: dict[str, Any], path: str | Path, *, dpi: float = 150)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return write_atomic(path, buf.getvalue())
+
+
+QA_COLOURS = ("#4c72b0", "#dd8452", "#8172b3", "#55a868", "#c44e52", "#937860", "#da8bc3")
+
+
+def qa_chart(qa: dict[str, Any], path: str | Path, *, dpi: float = 150) -> Path:
+    """Draw a ``qa.json`` to a PNG: official F1 per category with 95% intervals (left) and
+    the 1-4 average against context tokens (right). Systems whose scores were withheld
+    (failed calls) are left out and named in the title, never drawn as 0."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    cats = [str(c) for c in qa["settings"]["categories"]]
+    shown = {n: s for n, s in qa["systems"].items() if s.get("valid", True)}
+    withheld = [n for n in qa["systems"] if n not in shown]
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2, width_ratios=(1.5, 1))
+    width = 0.8 / max(1, len(shown))
+    for i, (name, s) in enumerate(shown.items()):
+        colour = QA_COLOURS[i % len(QA_COLOURS)]
+        values, low, high = [], [], []
+        for c in cats:
+            block = s["categories"].get(c) or {}
+            v = 100.0 * float(block.get("f1") or 0.0)
+            ci = (block.get("ci") or {}).get("f1") or [v / 100.0, v / 100.0]
+            values.append(v)
+            low.append(v - 100.0 * ci[0])
+            high.append(100.0 * ci[1] - v)
+        xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(cats))]
+        left.bar(xs, values, width * 0.95, color=colour, label=name, yerr=[low, high], capsize=2,
+                 error_kw={"elinewidth": 0.8, "ecolor": "#333333"})
+        ov = s["overall"]
+        v = 100.0 * float(ov.get("f1") or 0.0)
+        ci = (ov.get("ci") or {}).get("f1") or [v / 100.0, v / 100.0]
+        right.errorbar([float(ov.get("context_tokens_mean") or 0.0)], [v],
+                       yerr=[[v - 100.0 * ci[0]], [100.0 * ci[1] - v]], fmt="o", color=colour, capsize=3,
+                       ms=7, label=name)
+    left.set_xticks(range(len(cats)), [f"{c} {CATEGORIES.get(c, 'adversarial')}" for c in cats])
+    left.set_ylabel("LoCoMo official F1 (%)")
+    left.set_title("Per category (95% bootstrap intervals)", fontsize=11, loc="left")
+    if shown:
+        left.legend(fontsize=7, loc="upper left", frameon=False)
+    left.grid(axis="y", alpha=0.3)
+    right.set_xlabel("mean context tokens (cl100k)")
+    right.set_ylabel("average F1, categories 1-4 (%)")
+    right.set_title("Average against context size", fontsize=11, loc="left")
+    right.grid(alpha=0.3)
+    n = qa["sample"]["n"]
+    title = f"LoCoMo end-to-end QA: {n} questions, reader {qa.get('model')}"
+    if withheld:
+        title += f" (withheld, calls failed: {', '.join(withheld)})"
+    fig.suptitle(title, fontsize=12, x=0.01, ha="left")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return write_atomic(path, buf.getvalue())

@@ -22,9 +22,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from ..errors import LLMError
+from ..tokens import count_tokens
 from .locomo import CATEGORIES, Dataset, Question
 from .metrics import percentile
-from .qa import CATEGORY_NAMES, answer_items, score_items
+from .qa import BOOTSTRAP_SAMPLES, CATEGORY_NAMES, CI_LEVEL, answer_items, score_items, stratified_bootstrap
+from .qa_ablations import QA_ABLATIONS, ablated_context, parse_qa_ablations
 from .report import fmt, markdown_table
 
 #: Categories answered by default; 5 (adversarial) only on request.
@@ -32,6 +35,16 @@ QA_CATEGORIES = (1, 2, 3, 4)
 #: Flat baseline answered next to AriadneMem: hybrid RRF over raw turns, top 30.
 QA_FLAT_METHOD = "hybrid"
 QA_FLAT_K = 30
+#: Default sample: 50 questions per category (200 for categories 1-4). With 30, one
+#: question moved a category by ~3 F1 points and no difference of a few points was real.
+QA_PER_CATEGORY = 50
+#: The system every other one is compared with (paired differences).
+QA_REFERENCE = "AriadneMem"
+#: Failed answer calls a system may have (after one re-ask) and still get a score. Zero:
+#: a failed call would be scored as a wrong answer, and a server that fails some calls
+#: often fails them for a reason (context too long, a crash) that is not random, so any
+#: failure withholds the system's scores ("n/a (k of n calls failed)").
+QA_MAX_FAILED_CALLS = 0
 #: Default split of extraction windows for the LLM extractor: small local models cover
 #: a 10-turn window but stop after a few entries of a 20-turn one (see LLMExtractor).
 LLM_TURNS_PER_CALL = 10
@@ -39,15 +52,18 @@ LLM_TURNS_PER_CALL = 10
 
 @dataclass(slots=True)
 class QASettings:
-    """What ``--qa`` asked for. ``per_category=None``: every question of the categories."""
+    """What ``--qa`` asked for. ``per_category=None``: every question of the categories.
+    ``ablations``: names of :data:`~.qa_ablations.QA_ABLATIONS` answered as extra systems."""
 
-    per_category: int | None = None
+    per_category: int | None = QA_PER_CATEGORY
     seed: int = 0
     concurrency: int = 2
     include_adversarial: bool = False
     flat_k: int = QA_FLAT_K
+    ablations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        self.ablations = parse_qa_ablations(self.ablations)
         if self.per_category is not None and self.per_category < 1:
             raise ValueError("per_category must be >= 1 (or None for every question)")
         if self.concurrency < 1:
@@ -60,7 +76,9 @@ class QASettings:
         return (*QA_CATEGORIES, 5) if self.include_adversarial else QA_CATEGORIES
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"categories": list(self.categories), "flat_method": QA_FLAT_METHOD}
+        return asdict(self) | {"categories": list(self.categories), "flat_method": QA_FLAT_METHOD,
+                               "ablations": list(self.ablations), "bootstrap_samples": BOOTSTRAP_SAMPLES,
+                               "ci_level": CI_LEVEL, "max_failed_calls": QA_MAX_FAILED_CALLS}
 
 
 def flat_system_name(k: int = QA_FLAT_K) -> str:
@@ -114,19 +132,33 @@ class QACollector:
     by_category: dict[str, int] = field(default_factory=dict)
     flat_k: int = QA_FLAT_K
     items: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    ablations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._wanted = set(self.qids)
 
     @classmethod
-    def for_sample(cls, dataset: Dataset, qids: Sequence[str], flat_k: int = QA_FLAT_K) -> QACollector:
+    def for_sample(cls, dataset: Dataset, qids: Sequence[str], flat_k: int = QA_FLAT_K,
+                   ablations: Sequence[str] = ()) -> QACollector:
         wanted = set(qids)
         by_cat: dict[str, int] = {}
         for c in dataset.conversations:
             for q in c.questions:
                 if q.qid in wanted:
                     by_cat[str(q.category)] = by_cat.get(str(q.category), 0) + 1
-        return cls(list(qids), dict(sorted(by_cat.items())), flat_k)
+        return cls(list(qids), dict(sorted(by_cat.items())), flat_k, ablations=parse_qa_ablations(ablations))
+
+    def add_ablations(self, q: Question, graph: Any, memory: Any, user_id: str, retrieval_ms: float) -> None:
+        """The ablated contexts of one sampled question, from the full system's graph
+        (see :mod:`.qa_ablations`); tokens are those of each variant's own text, latency
+        the full retrieval's plus the variant's own work (``bridges``: its own retrieval)."""
+        for name in self.ablations:
+            t0 = time.perf_counter()
+            context = ablated_context(name, graph, memory, q.question, user_id)
+            ms = (time.perf_counter() - t0) * 1000.0
+            self.add(QA_ABLATIONS[name], q, tokens=count_tokens(context.to_text()),
+                     retrieval_ms=ms if name == "bridges" else retrieval_ms + ms, graph=context,
+                     fast_path=getattr(context, "fast_path", None))
 
     def wants(self, qid: str) -> bool:
         return qid in self._wanted
@@ -188,9 +220,35 @@ def _answer_with_progress(items: list[dict[str, Any]], client: Any, concurrency:
         return result
 
     if concurrency <= 1 or len(items) <= 1:
-        return [one(it) for it in items]
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ariadnemem-qa") as pool:
-        return list(pool.map(one, items))
+        results = [one(it) for it in items]
+    else:
+        with ThreadPoolExecutor(max_workers=min(concurrency, len(items)),
+                                thread_name_prefix="ariadnemem-qa") as pool:
+            results = list(pool.map(one, items))
+    # One re-ask, one at a time, of the questions whose call failed after the client's own
+    # retries (a server restart or an overloaded moment should not void a 2-hour run).
+    for i, r in enumerate(results):
+        if r.get("error"):
+            again = answer_items([items[i]], client, concurrency=1)[0]
+            again["reasked"] = True
+            results[i] = again
+    return results
+
+
+def check_llm_reachable(client: Any) -> None:
+    """One cheap completion (1 token) before any work: an unreachable server, a wrong
+    model name or a server that crashes on its first completion stops the run here with
+    a clear error, not after an hour of ingestion with every answer call failed.
+
+    Raises:
+        LLMError: the call failed (after the client's retries).
+    """
+    try:
+        client.chat([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
+    except LLMError as exc:
+        where = getattr(client, "base_url", None) or "api.openai.com"
+        raise LLMError(f"LLM server not usable at {where} (checked before any work): {exc.args[0]} "
+                       "(start a local one with scripts/llm_server.sh)") from exc
 
 
 def _round(value: float | None, nd: int = 3) -> float | None:
@@ -200,7 +258,8 @@ def _round(value: float | None, nd: int = 3) -> float | None:
 def _cost_block(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Context size and latency figures of a group of answered items."""
     n = len(rows)
-    lat = [float(r["latency_s"]) for r in rows if not r.get("error")]
+    ok = [r for r in rows if not r.get("error")]
+    lat = [float(r["latency_s"]) for r in ok]
     ret = [float(r["retrieval_ms"]) for r in rows]
     return {
         "context_tokens_mean": _round(sum(r["context_tokens"] for r in rows) / n, 1) if n else None,
@@ -209,22 +268,58 @@ def _cost_block(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "retrieval_latency_p50_ms": _round(percentile(ret, 50)),
         "retrieval_latency_p95_ms": _round(percentile(ret, 95)),
         "answer_prompt_tokens": sum(int(r["prompt_tokens"]) for r in rows),
+        "prompt_tokens_mean": _round(sum(int(r["prompt_tokens"]) for r in ok) / len(ok), 1) if ok else None,
         "answer_completion_tokens": sum(int(r["completion_tokens"]) for r in rows),
         "errors": sum(1 for r in rows if r.get("error")),
     }
 
 
+METRICS = ("f1", "f1_simple", "bleu1")
+
+
+def _metric_groups(items: Sequence[Mapping[str, Any]], metric: str) -> dict[str, list[float]]:
+    groups: dict[str, list[float]] = {}
+    for it in items:
+        groups.setdefault(str(it["category"]), []).append(float(it[metric]))
+    return groups
+
+
+def _with_ci(block: dict[str, Any], ci: Mapping[str, tuple[float, float] | None] | None) -> dict[str, Any]:
+    return {**block, "ci": None if ci is None else {m: None if v is None else list(v) for m, v in ci.items()}}
+
+
+def _withhold(block: dict[str, Any]) -> dict[str, Any]:
+    """A score block of a system whose calls failed: no score, no interval."""
+    return {**block, **dict.fromkeys(METRICS), "ci": None}
+
+
 def _system_figures(results: list[dict[str, Any]], scores: dict[str, Any], usage: Mapping[str, Any],
-                    wall_s: float) -> dict[str, Any]:
+                    wall_s: float, seed: int) -> dict[str, Any]:
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_cat.setdefault(str(r["category"]), []).append(r)
-    categories = {c: {**block, **_cost_block(by_cat.get(c, []))} for c, block in scores["categories"].items()}
+    failed = sum(1 for r in results if r.get("error"))
+    valid = failed <= QA_MAX_FAILED_CALLS
+    # Intervals per metric: categories 1-4 pooled into "overall" (as the reported average).
+    cis = {m: stratified_bootstrap(_metric_groups(scores["items"], m), seed=seed,
+                                   overall=[c for c in by_cat if c != "5"]) for m in METRICS}
+    categories = {c: _with_ci({**block, **_cost_block(by_cat.get(c, []))}, {m: cis[m].get(c) for m in METRICS})
+                  for c, block in scores["categories"].items()}
     no_adv = [r for r in results if int(r["category"]) != 5]
+    overall = _with_ci({**scores["overall_excl_adversarial"], **_cost_block(no_adv)},
+                       {m: cis[m].get("overall") for m in METRICS})
+    incl = _with_ci({**scores["overall"], **_cost_block(results)}, None)
+    if not valid:
+        categories = {c: _withhold(b) for c, b in categories.items()}
+        overall, incl = _withhold(overall), _withhold(incl)
     return {
         "n": len(results),
-        "overall": {**scores["overall_excl_adversarial"], **_cost_block(no_adv)},
-        "overall_incl_adversarial": {**scores["overall"], **_cost_block(results)},
+        "valid": valid,
+        "failed_calls": failed,
+        "invalid_reason": None if valid else f"{failed} of {len(results)} calls failed",
+        "reasked": sum(1 for r in results if r.get("reasked")),
+        "overall": overall,
+        "overall_incl_adversarial": incl,
         "categories": categories,
         "answer_llm": {
             "calls": int(usage.get("calls", 0)),
@@ -237,6 +332,59 @@ def _system_figures(results: list[dict[str, Any]], scores: dict[str, Any], usage
         },
         "errors": scores["errors"],
     }
+
+
+def paired_differences(item_scores: Mapping[str, Sequence[Mapping[str, Any]]], systems: Mapping[str, Any],
+                       reference: str = QA_REFERENCE, seed: int = 0) -> dict[str, Any]:
+    """Each system minus ``reference`` on the same questions, with paired bootstrap 95%
+    intervals (per category and for the 1-4 average, per metric).
+
+    A difference whose interval excludes 0 is one this sample can tell; one whose interval
+    straddles 0 is not. Systems with withheld scores (failed calls) get None.
+
+    Args:
+        item_scores: per system, the scored items (``qid``, ``category``, metrics).
+        systems: per system, its figures (``valid``).
+        reference: the system subtracted.
+        seed: the resampling seed.
+
+    Returns:
+        ``{system: {"vs", "categories": {c: {m: {"diff", "ci"}}}, "overall": {...}} | None}``.
+    """
+    if reference not in item_scores:
+        return {}
+    ref = {it["qid"]: it for it in item_scores[reference]}
+    out: dict[str, Any] = {}
+    for name, items in item_scores.items():
+        if name == reference:
+            continue
+        if not (systems[name]["valid"] and systems[reference]["valid"]):
+            out[name] = None
+            continue
+        pairs = [(it, ref[it["qid"]]) for it in items if it["qid"] in ref]
+        cats = sorted({str(a["category"]) for a, _ in pairs})
+        block: dict[str, Any] = {"vs": reference, "n": len(pairs), "categories": {c: {} for c in cats},
+                                 "overall": {}}
+        for m in METRICS:
+            groups: dict[str, list[float]] = {}
+            for a, b in pairs:
+                groups.setdefault(str(a["category"]), []).append(float(a[m]) - float(b[m]))
+            pooled = [c for c in groups if c != "5"]
+            ci = stratified_bootstrap(groups, overall=pooled, seed=seed)
+            for c in cats:
+                block["categories"][c][m] = {"diff": round(sum(groups[c]) / len(groups[c]), 6),
+                                             "ci": list(ci[c]) if ci[c] else None}
+            flat = [v for c in pooled for v in groups[c]]
+            block["overall"][m] = {"diff": round(sum(flat) / len(flat), 6) if flat else None,
+                                   "ci": list(ci["overall"]) if ci["overall"] else None}
+        out[name] = block
+    return out
+
+
+def _system_order(names: Sequence[str], flat: str) -> list[str]:
+    """Reference first, then the flat baseline, then the ablations in their order."""
+    rank = {QA_REFERENCE: 0, flat: 1} | {v: 2 + i for i, v in enumerate(QA_ABLATIONS.values())}
+    return sorted(names, key=lambda n: rank.get(n, 99))
 
 
 def base_url_host(client: Any) -> str:
@@ -254,7 +402,9 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
     then score against ``golds`` (``{qid: gold}``, used by nothing but the scorer)."""
     systems: dict[str, Any] = {}
     predictions: list[dict[str, Any]] = []
-    for system, items in collector.items.items():
+    item_scores: dict[str, list[dict[str, Any]]] = {}
+    for system in _system_order(list(collector.items), flat_system_name(settings.flat_k)):
+        items = collector.items[system]
         task = prog.add_task(f"QA {system}: answers", total=len(items))
         before = dict(client.usage) if client is not None else {}
         t0 = time.perf_counter()
@@ -263,15 +413,19 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
         usage = usage_delta(client.usage, before) if client is not None else {}
         prog.remove_task(task)
         scores = score_items(results, {r["qid"]: golds[r["qid"]] for r in results})
-        systems[system] = _system_figures(results, scores, usage, wall)
+        item_scores[system] = scores["items"]
+        systems[system] = _system_figures(results, scores, usage, wall, settings.seed)
         for r, s in zip(results, scores["items"], strict=True):
+            # A failed call has no answer: no per-question score either.
+            metrics = dict.fromkeys(METRICS) if r.get("error") else {m: s[m] for m in METRICS}
             predictions.append({
                 "system": system, "qid": r["qid"], "category": r["category"], "question": r["question"],
-                "prediction": r["prediction"], "f1": s["f1"], "f1_simple": s["f1_simple"], "bleu1": s["bleu1"],
+                "prediction": r["prediction"], **metrics,
                 "context_tokens": r["context_tokens"], "retrieval_ms": r["retrieval_ms"],
                 "answer_latency_s": r["latency_s"], "prompt_tokens": r["prompt_tokens"],
                 "completion_tokens": r["completion_tokens"], "mode": r["mode"],
                 "fast_path": r.get("fast_path"), "fact_ids": r.get("fact_ids"), "error": r.get("error"),
+                "reasked": bool(r.get("reasked")),
             })
     return {
         "benchmark": "locomo-qa",
@@ -284,6 +438,9 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
                    "'overall' = mean over the questions of categories 1-4.",
         "construction": dict(construction or {}),
         "systems": systems,
+        "differences": paired_differences(item_scores, systems, seed=settings.seed),
+        "failed_calls": sum(s["failed_calls"] for s in systems.values()),
+        "valid": all(s["valid"] for s in systems.values()),
         "items": predictions,
     }
 
@@ -297,26 +454,70 @@ def golds_for(dataset: Dataset, qids: Sequence[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- report
 def qa_headers(categories: Sequence[int]) -> list[str]:
     cats = [f"cat{c} {CATEGORY_NAMES.get(c, c)} F1" for c in categories]
-    return ["system", *cats, "avg F1 (1-4)", "F1-simple", "BLEU-1", "context tokens", "answer p50 s"]
+    return ["system", *cats, "avg F1 (1-4) [95% CI]", "F1-simple", "BLEU-1", "context tokens", "prompt tokens",
+            "answer p50 s", "failed calls"]
+
+
+def _with_interval(value: float | None, ci: Sequence[float] | None, *, signed: bool = False) -> str:
+    """``22.4 [18.0, 26.9]`` (percent); ``+1.8 [-3.0, +6.5]`` for a difference."""
+    if value is None:
+        return "–"
+    form = "{:+.1f}" if signed else "{:.1f}"
+    text = form.format(100.0 * value)
+    if ci:
+        text += " [" + ", ".join(form.format(100.0 * v) for v in ci) + "]"
+    return text
+
+
+def _ci(block: Mapping[str, Any], metric: str = "f1") -> Sequence[float] | None:
+    return (block.get("ci") or {}).get(metric)
 
 
 def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
+    """One row per system: scores with intervals, or ``n/a (k of n calls failed)``."""
     cats = qa["settings"]["categories"]
     rows = []
     for name, s in qa["systems"].items():
+        ov = s["overall"]
+        failed = f"{s.get('failed_calls', s['errors'])} of {s['n']}"
+        if not s.get("valid", True):
+            na = f"n/a ({s['invalid_reason']})"
+            rows.append([name, *(["n/a"] * len(cats)), na, "n/a", "n/a", fmt(ov["context_tokens_mean"], "int"),
+                         fmt(ov.get("prompt_tokens_mean"), "int"), fmt(ov["answer_latency_p50_s"], "rate"),
+                         failed])
+            continue
         row = [name]
         for c in cats:
             block = s["categories"].get(str(c))
-            row.append(fmt(block["f1"]) if block else "–")
-        ov = s["overall"]
-        row += [fmt(ov["f1"]), fmt(ov["f1_simple"]), fmt(ov["bleu1"]), fmt(ov["context_tokens_mean"], "int"),
-                fmt(ov["answer_latency_p50_s"], "rate")]
+            row.append(_with_interval(block["f1"], _ci(block)) if block else "–")
+        row += [_with_interval(ov["f1"], _ci(ov)), fmt(ov["f1_simple"]), fmt(ov["bleu1"]),
+                fmt(ov["context_tokens_mean"], "int"), fmt(ov.get("prompt_tokens_mean"), "int"),
+                fmt(ov["answer_latency_p50_s"], "rate"), failed]
         rows.append(row)
     return rows
 
 
 def qa_table(qa: Mapping[str, Any]) -> str:
     return markdown_table(qa_headers(qa["settings"]["categories"]), qa_rows(qa))
+
+
+def difference_table(qa: Mapping[str, Any]) -> str:
+    """Each system minus the reference, official F1 points with paired 95% intervals."""
+    cats = qa["settings"]["categories"]
+    rows = []
+    for name, d in (qa.get("differences") or {}).items():
+        if d is None:
+            rows.append([name, *(["n/a"] * len(cats)), "n/a (failed calls)"])
+            continue
+        row = [name]
+        for c in cats:
+            cell = d["categories"].get(str(c), {}).get("f1")
+            row.append(_with_interval(cell["diff"], cell["ci"], signed=True) if cell else "–")
+        ov = d["overall"]["f1"]
+        row.append(_with_interval(ov["diff"], ov["ci"], signed=True))
+        rows.append(row)
+    headers = ["system", *[f"cat{c} {CATEGORY_NAMES.get(c, c)} ΔF1" for c in cats], "avg ΔF1 (1-4)"]
+    return markdown_table(headers, rows)
 
 
 def qa_markdown(qa: Mapping[str, Any]) -> str:
@@ -336,9 +537,23 @@ def qa_markdown(qa: Mapping[str, Any]) -> str:
         f"model (AriadneMem: the serialized evidence graph; {flat_system_name(st['flat_k'])}: the top "
         f"{st['flat_k']} raw turns, the block the recall bench counts). Retrieval latency excludes query "
         "embedding (as in the recall bench); answer latency is one LLM call.",
+        f"Brackets: {100 * st['ci_level']:.0f}% bootstrap confidence intervals ({st['bootstrap_samples']} "
+        f"resamples of the questions, stratified by category, seed {st['seed']}). Failed calls: answer calls that "
+        f"still failed after the client's retries and one re-ask; a system with more than "
+        f"{st['max_failed_calls']} gets no score (n/a).",
         "",
         qa_table(qa),
         "",
+    ]
+    if qa.get("differences"):
+        lines += [f"## Differences from {QA_REFERENCE}", "",
+                  f"Each system minus {QA_REFERENCE} on the same questions (official F1 points), with paired "
+                  "bootstrap 95% intervals: a difference is one this sample can tell only when its interval "
+                  "excludes 0.", "", difference_table(qa), ""]
+    if not qa.get("valid", True):
+        lines += [f"**{qa['failed_calls']} answer calls failed: the scores of the systems marked n/a are "
+                  "withheld.**", ""]
+    lines += [
         "## Cost",
         "",
     ]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import Config
 from .baselines import METHODS, FlatIndex
-from .charts import recall_chart
+from .charts import qa_chart, recall_chart
 from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
 from .locomo import CATEGORIES, Conversation, Dataset, load_locomo
 from .metrics import QuestionRecord, bridges_in, covered_turns, make_record, peak_rss, summarize
@@ -28,6 +28,7 @@ from .qa_run import (
     LLM_TURNS_PER_CALL,
     QACollector,
     QASettings,
+    check_llm_reachable,
     construction_figures,
     flat_system_name,
     golds_for,
@@ -120,6 +121,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
                 if collector is not None and collector.wants(q.qid):
                     collector.add(name, q, tokens=rec.tokens, retrieval_ms=latency, graph=graph,
                                   fast_path=graph.fast_path)
+                    collector.add_ablations(q, graph, mem, conv.user_id, latency)
                 if diagnostics is not None:
                     pruned_turns = {t for i in graph.stats.get("pruned", []) for t in turns_of.get(i, ())}
                     diagnostics.append(_diagnostic(conv, q, rec, graph, stored, pruned_turns, cfg))
@@ -224,6 +226,8 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
 
     if (qa is not None or llm_extract) and llm is None:
         raise ValueError("qa and llm_extract need an LLM client (llm=)")
+    if llm is not None and (qa is not None or llm_extract):
+        check_llm_reachable(llm)  # raises LLMError before any work
     t_start = time.perf_counter()
     torch_threads = set_torch_threads(threads)
     names = parse_ablations(ablate)
@@ -231,7 +235,7 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
     collector = None
     if qa is not None:
         collector = QACollector.for_sample(
-            dataset, stratified_sample(dataset, qa.per_category, qa.seed, qa.categories), qa.flat_k)
+            dataset, stratified_sample(dataset, qa.per_category, qa.seed, qa.categories), qa.flat_k, qa.ablations)
     build_llm = llm if llm_extract else None
     embedder = embedder or MiniLMEmbedder(threads=threads)
     load_s = warm_embedder(embedder)
@@ -294,5 +298,6 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
         if qa_results is not None:
             write_json(out_dir / "qa.json", qa_results)
             (out_dir / "qa.md").write_text(qa_markdown(qa_results), encoding="utf-8")
+            qa_chart(qa_results, out_dir / "qa.png")
         results["out"] = str(out_dir)
     return results

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import HostOpt, PortOpt, handle_errors
+from ._common import HostOpt, PortOpt, fail, handle_errors
 
 bench_app = typer.Typer(help="Benchmarks: write JSON + a markdown table to --out.", no_args_is_help=True)
 
@@ -59,12 +59,15 @@ def locomo(
     quiet: QuietOpt = False,
     qa: Annotated[bool, typer.Option(
         "--qa", help="Also answer questions end to end with the configured LLM (vs flat hybrid@30).")] = False,
-    qa_per_category: Annotated[int | None, typer.Option(
-        "--qa-per-category", min=1, metavar="N", help="Stratified sample: N questions per category.")] = None,
+    qa_per_category: Annotated[int, typer.Option(
+        "--qa-per-category", min=1, metavar="N",
+        help="Stratified sample: N questions per category (more than a category holds: all of it).")] = 50,
     qa_seed: Annotated[int, typer.Option("--qa-seed", help="Seed of the stratified sample.")] = 0,
     qa_concurrency: Annotated[int, typer.Option("--qa-concurrency", min=1, help="Answer calls in flight.")] = 2,
     qa_include_adversarial: Annotated[bool, typer.Option(
         "--qa-include-adversarial", help="Also answer category 5.")] = False,
+    qa_ablate: Annotated[list[str] | None, typer.Option(
+        "--qa-ablate", help="QA ablations answered by the same reader: paths,bridges,updates,flat or all.")] = None,
     llm_extract: Annotated[bool, typer.Option(
         "--llm-extract", help="Build AriadneMem's memory with the LLM extractor.")] = False,
     llm_turns_per_call: Annotated[int | None, typer.Option(
@@ -75,7 +78,8 @@ def locomo(
 ) -> None:
     """LoCoMo evidence recall of AriadneMem vs flat baselines (--qa: end-to-end QA)."""
     _require_bench()
-    from ..bench.qa_run import LLM_TURNS_PER_CALL, QASettings, qa_table
+    from ..bench.qa_ablations import parse_qa_ablations
+    from ..bench.qa_run import LLM_TURNS_PER_CALL, QASettings, difference_table, qa_table
     from ..bench.report import LOCOMO_HEADERS, locomo_rows, markdown_table
     from ..bench.runner import parse_ablations, run_locomo
 
@@ -85,10 +89,14 @@ def locomo(
         ablations = parse_ablations(_csv(ablate))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--ablate") from None
+    try:
+        qa_ablations = parse_qa_ablations(_csv(qa_ablate))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--qa-ablate") from None
     llm = _llm(qa or llm_extract, base_url, model)
     turns_per_call = LLM_TURNS_PER_CALL if llm_turns_per_call is None else llm_turns_per_call
     settings = (QASettings(per_category=qa_per_category, seed=qa_seed, concurrency=qa_concurrency,
-                           include_adversarial=qa_include_adversarial) if qa else None)
+                           include_adversarial=qa_include_adversarial, ablations=qa_ablations) if qa else None)
     res = run_locomo(path, ids, out_dir, ablations, store=store, progress=not quiet, threads=threads, llm=llm,
                      qa=settings, llm_extract=llm_extract, llm_turns_per_call=turns_per_call or None)
     print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
@@ -97,9 +105,14 @@ def locomo(
         q = res["qa"]
         print(f"\nQA ({q['model']} at {q['base_url_host']}, {q['sample']['n']} questions, F1 in %):")
         print(qa_table(q))
-        qa_files = ", qa.md, qa.json"
+        if q.get("differences"):
+            print(f"\nDifferences from AriadneMem (paired 95% CI, F1 points):\n{difference_table(q)}")
+        qa_files = ", qa.md, qa.json, qa.png"
     print(f"\nwrote {Path(res['out']) / 'results.md'}, results.json, diagnostics.jsonl{qa_files} "
           f"({res['elapsed_s']:.0f} s)")
+    if res.get("qa") and not res["qa"]["valid"]:
+        bad = [f"{n} ({s['invalid_reason']})" for n, s in res["qa"]["systems"].items() if not s["valid"]]
+        raise fail(f"QA answer calls failed; scores withheld for {'; '.join(bad)}")
 
 
 def _llm(needed: bool, base_url: str | None, model: str | None) -> object | None:

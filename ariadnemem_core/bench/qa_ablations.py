@@ -1,0 +1,116 @@
+"""QA ablations: the same evidence, shown to the same reader without one of its parts.
+
+Why in the bench and not in the configuration: evidence recall cannot say whether path
+lines, update markers or the graph's structure help a *reader*; only answers can. Each
+ablation is built from the full system's retrieval of the same question, in the same run,
+so the reader, the question and (except for ``bridges``) the facts are identical and the
+only difference is the part taken out:
+
+``paths``
+    the graph without its ``PATHS:`` lines. Mining paths never changes which facts are
+    kept (the node budget does not read them), so this equals ``Config.ablate("paths")``.
+``updates``
+    the graph without update markers ("(superseded by F3)", "(latest)"): update edges
+    dropped, ``superseded_by`` cleared; every fact stays.
+``bridges``
+    a second retrieval with ``Config.ablate("bridges")`` on the same store: no bridge
+    facts, so the node budget may keep other facts instead (as the ablation means).
+``flat``
+    the same facts as a flat list in retrieval-score order (best first), each with its
+    date, without date groups, markers or paths: what a reader gets from plain top-k
+    retrieval of the same facts.
+
+Every variant keeps the injection-safe quoting of :mod:`ariadnemem_core.serialize`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..config import Config
+from ..evidence import EvidenceGraph
+from ..models import Scope
+from ..serialize import HEADER, quote
+
+#: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
+QA_ABLATIONS = {
+    "paths": "AriadneMem w/o path lines",
+    "bridges": "AriadneMem w/o bridges",
+    "updates": "AriadneMem w/o update markers",
+    "flat": "AriadneMem facts as a flat list",
+}
+
+
+def parse_qa_ablations(names: Any) -> tuple[str, ...]:
+    """Validate ablation names (``"all"`` = every one), in :data:`QA_ABLATIONS` order.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    wanted = [names] if isinstance(names, str) else list(names or ())
+    if "all" in wanted:
+        return tuple(QA_ABLATIONS)
+    unknown = [n for n in wanted if n not in QA_ABLATIONS]
+    if unknown:
+        raise ValueError(f"unknown QA ablations {unknown}; choose from {', '.join(QA_ABLATIONS)} or all")
+    return tuple(n for n in QA_ABLATIONS if n in wanted)
+
+
+class FlatFacts:
+    """The facts of a graph as one flat, score-ordered list posing as the graph for
+    :func:`~ariadnemem_core.synthesis.synthesize` (labels kept, so cited ids still match)."""
+
+    def __init__(self, graph: EvidenceGraph) -> None:
+        self.facts = list(graph.facts)
+        self.fast_path = graph.fast_path
+        self.stats = graph.stats
+        ranked = sorted(self.facts, key=lambda f: -float(f.score))
+        lines = [HEADER.replace("oldest first", "most relevant first")]
+        for f in ranked:
+            day = f.timestamp.strftime("%Y-%m-%d") if f.timestamp else "undated"
+            lines.append(f"[{f.label}] {day}: {quote(f.text)}")
+        self._text = "\n".join(lines)
+
+    def to_text(self) -> str:
+        return self._text
+
+
+def without_paths(graph: EvidenceGraph) -> EvidenceGraph:
+    """The graph without reasoning paths (its serialization loses the PATHS lines)."""
+    return dataclasses.replace(graph, paths=[], _text=None)
+
+
+def without_update_markers(graph: EvidenceGraph) -> EvidenceGraph:
+    """The graph with every fact but no update edges, so no fact is marked as superseded or latest."""
+    facts = [dataclasses.replace(f, superseded_by=None) for f in graph.facts]
+    edges = [e for e in graph.edges if e[2] != "update"]
+    return dataclasses.replace(graph, facts=facts, edges=edges, _text=None)
+
+
+def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str, user_id: str) -> Any:
+    """The context the ablation ``name`` hands to the reader for one question.
+
+    Args:
+        name: one of :data:`QA_ABLATIONS`.
+        graph: the full system's evidence graph of the question.
+        memory: the :class:`~ariadnemem_core.AriadneMemory` it came from (``bridges``
+            retrieves again from its store with bridges off).
+        question: the question.
+        user_id: whose memory.
+
+    Returns:
+        An EvidenceGraph, or a :class:`FlatFacts` for ``flat``.
+    """
+    if name == "paths":
+        return without_paths(graph)
+    if name == "updates":
+        return without_update_markers(graph)
+    if name == "flat":
+        return FlatFacts(graph)
+    if name == "bridges":
+        from ..reasoning import build_evidence_graph
+
+        cfg: Config = memory.config.ablate("bridges")
+        return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
+    raise ValueError(f"unknown QA ablation {name!r}")
