@@ -372,11 +372,13 @@ def paired_differences(item_scores: Mapping[str, Sequence[Mapping[str, Any]]], s
             pooled = [c for c in groups if c != "5"]
             ci = stratified_bootstrap(groups, overall=pooled, seed=seed)
             for c in cats:
+                interval = ci[c]
                 block["categories"][c][m] = {"diff": round(sum(groups[c]) / len(groups[c]), 6),
-                                             "ci": list(ci[c]) if ci[c] else None}
+                                             "ci": list(interval) if interval else None}
             flat = [v for c in pooled for v in groups[c]]
+            interval = ci["overall"]
             block["overall"][m] = {"diff": round(sum(flat) / len(flat), 6) if flat else None,
-                                   "ci": list(ci["overall"]) if ci["overall"] else None}
+                                   "ci": list(interval) if interval else None}
         out[name] = block
     return out
 
@@ -537,6 +539,8 @@ def qa_markdown(qa: Mapping[str, Any]) -> str:
         f"model (AriadneMem: the serialized evidence graph; {flat_system_name(st['flat_k'])}: the top "
         f"{st['flat_k']} raw turns, the block the recall bench counts). Retrieval latency excludes query "
         "embedding (as in the recall bench); answer latency is one LLM call.",
+        *([f"Ablations (from the same retrieval, answered by the same reader): "
+            f"{', '.join(QA_ABLATIONS[a] for a in st['ablations'])}.", ""] if st.get("ablations") else []),
         f"Brackets: {100 * st['ci_level']:.0f}% bootstrap confidence intervals ({st['bootstrap_samples']} "
         f"resamples of the questions, stratified by category, seed {st['seed']}). Failed calls: answer calls that "
         f"still failed after the client's retries and one re-ask; a system with more than "
