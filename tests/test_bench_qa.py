@@ -155,6 +155,12 @@ def test_cli_qa_and_usage_error_without_llm(tmp_path: Path, minilm: MiniLMEmbedd
         main(["bench", "locomo", str(data), "--llm-extract", "--out", str(out), "--quiet"])
     with pytest.raises(SystemExit):
         main(["bench", "locomo", str(data), "--qa", "--qa-per-category", "0", "--base-url", server.url, "--quiet"])
+    with pytest.raises(SystemExit):
+        main(["bench", "locomo", str(data), "--qa", "--qa-ablate", "topology", "--base-url", server.url, "--quiet"])
+    assert "unknown QA ablations" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "locomo", str(data), "--qa-ablate", "paths", "--base-url", server.url, "--quiet"])
+    assert "add --qa" in capsys.readouterr().err
     assert server.count == 0
 
     assert main(["bench", "locomo", str(data), "--qa", "--qa-per-category", "1", "--base-url", server.url,

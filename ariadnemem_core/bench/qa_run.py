@@ -539,6 +539,7 @@ def qa_markdown(qa: Mapping[str, Any]) -> str:
         f"model (AriadneMem: the serialized evidence graph; {flat_system_name(st['flat_k'])}: the top "
         f"{st['flat_k']} raw turns, the block the recall bench counts). Retrieval latency excludes query "
         "embedding (as in the recall bench); answer latency is one LLM call.",
+        "",
         *([f"Ablations (from the same retrieval, answered by the same reader): "
             f"{', '.join(QA_ABLATIONS[a] for a in st['ablations'])}.", ""] if st.get("ablations") else []),
         f"Brackets: {100 * st['ci_level']:.0f}% bootstrap confidence intervals ({st['bootstrap_samples']} "

@@ -93,6 +93,8 @@ def locomo(
         qa_ablations = parse_qa_ablations(_csv(qa_ablate))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--qa-ablate") from None
+    if qa_ablations and not qa:
+        raise typer.BadParameter("QA ablations are answered by the QA bench: add --qa", param_hint="--qa-ablate")
     llm = _llm(qa or llm_extract, base_url, model)
     turns_per_call = LLM_TURNS_PER_CALL if llm_turns_per_call is None else llm_turns_per_call
     settings = (QASettings(per_category=qa_per_category, seed=qa_seed, concurrency=qa_concurrency,
