@@ -53,7 +53,8 @@ class Config:
     #: ADDITION: speaker names (case-insensitive) that are an AI assistant rather than a
     #: person. An assistant's long markdown replies are stored as block entries (lists,
     #: tables, code, paragraph chunks) instead of one entry per sentence, and rank below
-    #: what people said (``assistant_weight``); grounding calls them "the assistant".
+    #: what people said (``assistant_weight``); grounding calls them "the assistant"
+    #: (and "user"/"human" "the user"), so a restatement reads "the user needs", never "user need".
     assistant_speakers: tuple[str, ...] = ("assistant", "ai", "bot", "chatbot")
     #: Coarsening similarity threshold lambda_coal.
     #: DEPARTURE (paper: 0.7). With MiniLM, 0.7 is "same topic": on one LoCoMo dev
@@ -166,6 +167,8 @@ class Config:
     enable_fastpaths: bool = True
 
     def __post_init__(self) -> None:
+        # A config read back from JSON holds a list: keep the field hashable and immutable.
+        object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
         for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

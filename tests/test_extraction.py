@@ -54,12 +54,12 @@ def grounded(text: str, when: datetime | None = T0) -> str:
         ("My sister and I went hiking", "Caroline's sister and Caroline went hiking"),
         ("This book is mine.", "This book is Caroline's."),
         ("Let me know", "Let Caroline know"),
-        ("i think so", "Caroline think so"),
+        ("i think so", "Caroline thinks so"),
         ("You're amazing and your art is too", "Melanie is amazing and Melanie's art is too"),
         ("You’ve grown so much", "Melanie has grown so much"),
         ("YOU did it!", "Melanie did it!"),
         ("you have a great eye", "Melanie has a great eye"),
-        ("Do you have a dog?", "Do Melanie have a dog?"),  # inversion keeps the verb
+        ("Do you have a dog?", "Does Melanie have a dog?"),  # the inverted auxiliary agrees
         ("Is that book yours?", "Is that book Melanie's?"),
     ],
 )
@@ -103,7 +103,7 @@ def test_speaker_is_prefixed_only_when_not_named() -> None:
 
 def test_restatement_normalizes_whitespace_and_control_characters() -> None:
     e = one("I   love\tpainting\x07 and\n\nhiking  ")
-    assert e.text == "Caroline love painting and hiking"
+    assert e.text == "Caroline loves painting and hiking"
 
 
 # --------------------------------------------------------------------------- relative time
@@ -309,7 +309,7 @@ def test_one_entry_per_turn_with_provenance_and_fields() -> None:
     assert entries[0].metadata == {"dia_id": "D1:1"}
     assert entries[0].metadata is not turns[0].metadata
     assert entries[1].text == "Melanie: Wow!"
-    assert entries[2].text == "Do Melanie want to come with Caroline next week (week of 2023-05-15)?"
+    assert entries[2].text == "Does Melanie want to come with Caroline next week (week of 2023-05-15)?"
     # text == restate(turn, other party): the memory reuses embeddings by text.
     assert entries[2].text == rx.restate(turns[2], "Melanie")
     assert entries[0].text == rx.restate(turns[0], None)
@@ -331,7 +331,7 @@ def test_other_party_for() -> None:
     assert other_party_for(a1, [a2], ["Ana"]) is None  # nobody else known
     # Unknown other party: "you" stays, "I" is still grounded.
     (e,) = RuleExtractor().extract([mk("Ana", "I like your hat")], ExtractionContext([], []))
-    assert e.text == "Ana like your hat" and e.persons == ["Ana"]
+    assert e.text == "Ana likes your hat" and e.persons == ["Ana"]
 
 
 def test_caller_metadata_attributes_are_not_read_as_self_stated() -> None:

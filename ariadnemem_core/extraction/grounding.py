@@ -17,6 +17,7 @@ well above 300 turns/s); heavy NLP (spaCy, dateparser) is deliberately avoided.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -33,7 +34,7 @@ from ..text import (
 from .dates import ground_time
 
 __all__ = ["find_attributes", "find_location", "find_topic", "ground_pronouns", "ground_pronouns_ex",
-           "ground_time", "is_chitchat", "split_atomic"]
+           "ground_time", "is_chitchat", "name_speaker", "speaker_label", "split_atomic", "third_person"]
 
 # --------------------------------------------------------------------------- topics
 #: Coarse topic lexicon; ties are broken by this order (most specific first).
@@ -79,9 +80,36 @@ for _topic, _words in TOPICS.items():
 
 
 # --------------------------------------------------------------------------- pronouns
+#: Speaker names that are a role, not a person: written "the user" / "the assistant".
+USER_SPEAKERS = frozenset({"user", "human"})
+#: Default assistant speaker names (``Config.assistant_speakers`` overrides them).
+DEFAULT_ASSISTANT_SPEAKERS: tuple[str, ...] = ("assistant", "ai", "bot", "chatbot")
+
+
+def speaker_label(name: str, assistant_speakers: Iterable[str] = DEFAULT_ASSISTANT_SPEAKERS) -> str:
+    """How a restatement names a speaker: "the user" / "the assistant" for a role speaker
+    (a bare "user need" or "assistant know" reads as broken English), the name otherwise."""
+    low = name.strip().lower()
+    if low in USER_SPEAKERS:
+        return "the user"
+    if low in {a.lower() for a in assistant_speakers}:
+        return "the assistant"
+    return name
+
+
+def name_speaker(grounded: str, speaker: str,
+                 assistant_speakers: Iterable[str] = DEFAULT_ASSISTANT_SPEAKERS) -> str:
+    """``grounded`` prefixed with "Speaker: " unless it already names the speaker, so an
+    entry says who said it ("Caroline: That's awesome!", "The assistant: Here is a plan")."""
+    label = speaker_label(speaker, assistant_speakers)
+    if label.lower() in grounded.lower():
+        return grounded
+    return f"{label[:1].upper()}{label[1:]}: {grounded}".rstrip()
+
+
 #: Lowercased form -> (replacement template, verb part). ``{S}`` is the speaker, ``{O}`` the
-#: other party. The verb part is re-used when the form follows an auxiliary ("do you have"
-#: stays "do Melanie have", not "do Melanie has").
+#: other party. After an inverted auxiliary the verb part is kept as written and the
+#: auxiliary carries the agreement instead ("do you have" -> "does Melanie have").
 _FIRST: dict[str, tuple[str, str]] = {
     "i'm": ("{S} is", ""), "i am": ("{S} is", " am"), "i've": ("{S} has", ""), "i have": ("{S} has", " have"),
     "i haven't": ("{S} hasn't", " haven't"), "i don't": ("{S} doesn't", " don't"),
@@ -95,11 +123,42 @@ _SECOND: dict[str, tuple[str, str]] = {
     "you'd": ("{O} would", ""), "yourself": ("{O}", ""), "yours": ("{O}'s", ""), "your": ("{O}'s", ""),
     "you": ("{O}", ""),
 }
+#: Before the subject (an inverted question, "so do I"), the auxiliary keeps the verb after
+#: the subject as written.
 _AUXILIARIES = frozenset(
     "do does did don't doesn't didn't can can't could couldn't will won't would wouldn't should shouldn't "
     "have has had haven't hasn't hadn't am are is was were aren't isn't wasn't weren't shall may might "
-    "must how what why where when".split()
+    "must".split()
 )
+#: An inverted auxiliary that agrees with its subject -> its third-person singular form.
+_AGREE: dict[str, str] = {
+    "do": "does", "don't": "doesn't", "have": "has", "haven't": "hasn't", "am": "is", "are": "is",
+    "aren't": "isn't", "were": "was", "weren't": "wasn't",
+}
+_INVERTED_AUX_RE = re.compile(r"\b(" + "|".join(re.escape(a) for a in _AGREE) + r")(\s+)$", re.IGNORECASE)
+#: "you" is a subject (its verb agrees) at the start of a clause: after these words or
+#: punctuation; elsewhere it is an object ("I'll give you hope" keeps "hope").
+_CLAUSE_OPENERS = frozenset(
+    "and but or so if when whenever because since as while though although unless until once where what "
+    "how why who which whether then that hope think thought guess bet believe know knew feel felt wish "
+    "mean say said sure glad like maybe perhaps now also really just always never still even".split()
+)
+#: Plural "you" is not the other party.
+_PLURAL_YOU_AFTER = frozenset("guys all both two folks people lot".split())
+#: Words between a subject and its verb that do not change the agreement.
+_ADVERBS = frozenset(
+    "really also just always never still even only often usually sometimes actually totally definitely "
+    "kinda sorta truly honestly seriously personally absolutely completely rarely finally already "
+    "generally mostly certainly probably literally simply especially barely hardly almost ever "
+    "sincerely genuinely deeply strongly currently now normally typically".split()
+)
+#: Modal verbs never take -s ("Caroline can", not "Caroline cans").
+_MODALS = frozenset("can could will would shall should may might must ought".split())
+_IRREGULAR_3SG: dict[str, str] = {
+    "am": "is", "are": "is", "were": "was", "have": "has", "do": "does", "don't": "doesn't",
+    "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't",
+}
+_NEXT_WORD = re.compile(r"([ \t]+)([A-Za-z]+(?:'t)?)\b(?!['-]\w)")
 #: "mine" as a noun ("a gold mine") is left alone after these words.
 _MINE_NOUN_BEFORE = frozenset("a the this that gold coal salt diamond silver copper iron old land".split())
 #: One pass over the text: a trie by first letter (so most positions fail on one character
@@ -116,52 +175,148 @@ _PRONOUN_RE = re.compile(
 #: "you know" as a filler ("It's hard, you know?") is not about the other party.
 _YOU_KNOW_FILLER = re.compile(r" know(?:[,.?!]|$)")
 _I_HAD = re.compile(r" (?:been|had|better|gone|done|never been)\b")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|^\s*[-*+]\s+|\n\s*[-*+]\s+|[\"(]\s*)$")
 
 
-def ground_pronouns_ex(text: str, speaker: str, other: str | None) -> tuple[str, bool]:
+@functools.lru_cache(maxsize=4096)
+def third_person(verb: str) -> str | None:
+    """The third-person singular present of a base-form verb ("need" -> "needs", "try" ->
+    "tries", "watch" -> "watches", "am" -> "is"), or None when ``verb`` is not one: past
+    tense ("went"), a modal ("can"), an ``-ing`` form, a non-verb ("too"), a verb whose
+    past equals its base ("read", "put") or that is another verb's past ("saw", "found"):
+    there the tense is unknowable, so the word stays as said.
+
+    The verb lexicon is lemminflect's (loaded on first use).
+    """
+    low = verb.lower()
+    out = _IRREGULAR_3SG.get(low)
+    if out is None:
+        if low in _MODALS or low in _ADVERBS or not low.isalpha():
+            return None
+        from lemminflect import getAllInflections, getAllLemmas
+
+        forms = getAllInflections(low, upos="VERB")
+        if "VBZ" not in forms or low in forms.get("VBD", ()):
+            return None
+        if set(getAllLemmas(low, upos="VERB").get("VERB", (low,))) != {low}:
+            return None  # also another verb's past ("saw", "found", "fell")
+        out = forms["VBZ"][0]
+    if verb.isupper() and len(verb) > 1:
+        return out.upper()
+    return out[:1].upper() + out[1:] if verb[:1].isupper() else out
+
+
+def _agree_next_verb(s: str, pos: int) -> tuple[str, int] | None:
+    """The text from ``pos`` up to the subject's verb, with the verb made third-person
+    singular, and where it ends; None when no present-tense verb follows."""
+    start = pos
+    for _ in range(4):
+        m = _NEXT_WORD.match(s, pos)
+        if m is None:
+            return None
+        word = m.group(2)
+        low = word.lower()
+        if low in _ADVERBS or (low.endswith("ly") and third_person(word) is None):
+            pos = m.end()
+            continue
+        verb = third_person(word)
+        if verb is None:
+            return None
+        return s[start:m.start(2)] + verb, m.end()
+    return None
+
+
+def _reflexive(s: str, start: int, subject_at: int | None) -> bool:
+    """True when the same person is the subject earlier in this sentence ("I taught myself")."""
+    return subject_at is not None and not re.search(r"[.!?\n]", s[subject_at:start])
+
+
+def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
+                       assistant_speakers: Iterable[str] = DEFAULT_ASSISTANT_SPEAKERS) -> tuple[str, bool]:
     """:func:`ground_pronouns` plus whether a second-person form was resolved to ``other``."""
     used_other = False
-
-    def repl(m: re.Match[str]) -> str:
-        nonlocal used_other
+    me = speaker_label(speaker, assistant_speakers)
+    you = speaker_label(other, assistant_speakers) if other is not None else None
+    out: list[str] = []
+    last = 0
+    subject_at: dict[bool, int] = {}  # first person? -> where its last subject form was
+    for m in _PRONOUN_RE.finditer(text):
+        if m.start() < last:
+            continue
         form = m.group(0)
         key = form.lower()
-        s = m.string
         if key.endswith("mean"):
-            return form
+            continue
         # Unicode case folding lets IGNORECASE match forms the tables do not hold ("İ"
         # matches "i" but lowers to "i̇"): such a match is not a pronoun, keep it as written.
         if key not in _FIRST and key not in _SECOND:
-            return form
-        if key.startswith("you"):
-            if other is None or key == "yourselves":
-                return form
-            if key == "you" and _YOU_KNOW_FILLER.match(s, m.end()):
-                return form
-            template, verb = _SECOND[key]
-            used_other = True
-            name = other
+            continue
+        first = not key.startswith("you")
+        prev = previous_word(text, m.start())
+        if first:
+            if key == "mine" and prev in _MINE_NOUN_BEFORE:
+                continue
+            name = me
         else:
-            if key == "mine" and previous_word(s, m.start()) in _MINE_NOUN_BEFORE:
-                return form
-            if key == "i'd" and _I_HAD.match(s, m.end()):
-                return f"{speaker} had"
-            template, verb = _FIRST[key]
-            name = speaker
-        if verb and previous_word(s, m.start()) in _AUXILIARIES:
-            return name + form[len(form) - len(verb):]  # keep the verb as written
-        return template.replace("{S}", name).replace("{O}", name)
+            if you is None or key == "yourselves":
+                continue
+            if key == "you" and _YOU_KNOW_FILLER.match(text, m.end()):
+                continue
+            nxt = _NEXT_WORD.match(text, m.end())
+            if key == "you" and nxt is not None and nxt.group(2).lower() in _PLURAL_YOU_AFTER:
+                continue
+            used_other = True
+            name = you
+        gap = text[last:m.start()]
+        end = m.end()
+        template, verb = (_FIRST if first else _SECOND)[key]
+        subject = key not in ("me", "my", "mine", "myself", "your", "yours", "yourself")
+        if key in ("myself", "yourself") and _reflexive(text, m.start(), subject_at.get(first)):
+            repl = "themselves"
+        elif key == "i'd" and _I_HAD.match(text, m.end()):
+            repl = f"{name} had"
+        elif subject and (prev in _AUXILIARIES or prev.endswith("'re")):
+            # Inverted: "do you have" -> "does Melanie have", "can you help" -> "can Melanie help".
+            aux = _INVERTED_AUX_RE.search(gap)
+            if aux is None and prev.endswith("'re") and gap.rstrip().lower().endswith("'re"):
+                cut = len(gap.rstrip())
+                gap = gap[:cut - 3] + "'s" + gap[cut:]  # "what're you" -> "what's Melanie"
+            elif aux is not None:
+                said = aux.group(1)
+                agreed = _AGREE[said.lower()]
+                agreed = agreed[:1].upper() + agreed[1:] if said[:1].isupper() else agreed
+                gap = gap[:aux.start()] + agreed + aux.group(2)
+            repl = name + form[len(form) - len(verb):] if verb else name
+        else:
+            repl = template.replace("{S}", name).replace("{O}", name)
+            if key == "i" or (key == "you" and (prev == "" or prev in _CLAUSE_OPENERS)):
+                agreed_verb = _agree_next_verb(text, m.end())
+                if agreed_verb is not None:
+                    repl += agreed_verb[0]
+                    end = agreed_verb[1]
+        if subject:
+            subject_at[first] = m.start()
+        if repl.startswith("the ") and _SENTENCE_START.search("".join(out[-2:]) + gap if out else gap):
+            repl = "T" + repl[1:]
+        out.append(gap)
+        out.append(repl)
+        last = end
+    out.append(text[last:])
+    return "".join(out), used_other
 
-    return _PRONOUN_RE.sub(repl, text), used_other
 
-
-def ground_pronouns(text: str, speaker: str, other: str | None) -> str:
-    """First person -> ``speaker``; second person -> ``other`` (left alone when unknown).
+def ground_pronouns(text: str, speaker: str, other: str | None, *,
+                    assistant_speakers: Iterable[str] = DEFAULT_ASSISTANT_SPEAKERS) -> str:
+    """First person -> ``speaker``; second person -> ``other`` (left alone when unknown),
+    with the verb made to agree ("I think so" -> "Caroline thinks so", "do you have" ->
+    "does Melanie have"). A role speaker is "the user" / "the assistant" (see
+    :func:`speaker_label`): "Can you help me" said by the user becomes "Can the assistant
+    help the user".
 
     Expects :func:`normalize_text` output (straight apostrophes). "we/us/our" are left as
     they are: who "we" is (the pair, a family, a team) is not decidable by rule.
     """
-    return ground_pronouns_ex(text, speaker, other)[0]
+    return ground_pronouns_ex(text, speaker, other, assistant_speakers=assistant_speakers)[0]
 
 
 _LOCATION_RE = re.compile(

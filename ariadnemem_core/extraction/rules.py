@@ -217,10 +217,9 @@ class RuleExtractor:
 
     def _restate(self, turn: Turn, text: str, other: str | None, *, whole_turn: bool) -> tuple[str, bool]:
         """(restated text, whether "you" was resolved to ``other``)."""
-        grounded, used_other = g.ground_pronouns_ex(text, turn.speaker, other)
-        grounded = g.ground_time(grounded, turn.timestamp)
-        if turn.speaker.lower() not in grounded.lower():
-            grounded = f"{turn.speaker}: {grounded}".rstrip()
+        grounded, used_other = g.ground_pronouns_ex(text, turn.speaker, other,
+                                                    assistant_speakers=self.assistant_speakers)
+        grounded = g.name_speaker(g.ground_time(grounded, turn.timestamp), turn.speaker, self.assistant_speakers)
         caption = self._caption(turn) if whole_turn else None
         if caption:
             grounded = f"{grounded} [shared image: {caption}]"

@@ -1,0 +1,125 @@
+"""Grounding keeps grammar: substituted subjects agree with their verbs, role speakers
+read as "the user" / "the assistant", and the speaker prefix names roles the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from ariadnemem_core import text as lex
+from ariadnemem_core.config import Config
+from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
+from ariadnemem_core.extraction import grounding as g
+from ariadnemem_core.models import Turn
+
+# (speaker, other party, said, expected restatement)
+CASES: list[tuple[str, str, str, str]] = [
+    # third-person agreement after a substituted subject
+    ("Priya", "Sam", "I need to plan the sprint.", "Priya needs to plan the sprint."),
+    ("Caroline", "Melanie", "I think so.", "Caroline thinks so."),
+    ("Caroline", "Melanie", "I really love it!", "Caroline really loves it!"),
+    ("Jon", "Gina", "I go there every week.", "Jon goes there every week."),
+    ("Jon", "Gina", "I try to run daily.", "Jon tries to run daily."),
+    ("Jon", "Gina", "I watch movies on Fridays.", "Jon watches movies on Fridays."),
+    ("Jon", "Gina", "I miss my dog.", "Jon misses Jon's dog."),
+    ("Jon", "Gina", "I also have two cats.", "Jon also has two cats."),
+    ("Jon", "Gina", "I do miss nature.", "Jon does miss nature."),
+    ("Caroline", "Melanie", "I think you need a break.", "Caroline thinks Melanie needs a break."),
+    ("Caroline", "Melanie", "When you paint, you feel calm.", "When Melanie paints, Melanie feels calm."),
+    # past tense, modals, -ing and ambiguous past forms stay as said
+    ("Caroline", "Melanie", "I went to the park.", "Caroline went to the park."),
+    ("Caroline", "Melanie", "I painted a lake.", "Caroline painted a lake."),
+    ("Caroline", "Melanie", "I can swim.", "Caroline can swim."),
+    ("Caroline", "Melanie", "I should really rest.", "Caroline should really rest."),
+    ("Caroline", "Melanie", "I read that book last year.", "Caroline read that book last year."),
+    ("Caroline", "Melanie", "I'm painting again.", "Caroline is painting again."),
+    ("Caroline", "Melanie", "I was there.", "Caroline was there."),
+    # questions: an inverted auxiliary carries the agreement
+    ("Priya", "Sam", "Do I need a visa?", "Does Priya need a visa?"),
+    ("Caroline", "Melanie", "Do you have a dog?", "Does Melanie have a dog?"),
+    ("Caroline", "Melanie", "What do you think?", "What does Melanie think?"),
+    ("Caroline", "Melanie", "How are you?", "How is Melanie?"),
+    ("Caroline", "Melanie", "Have you been there?", "Has Melanie been there?"),
+    ("Caroline", "Melanie", "Were you at the show?", "Was Melanie at the show?"),
+    ("Caroline", "Melanie", "What're you working on?", "What's Melanie working on?"),
+    ("Caroline", "Melanie", "Did you go?", "Did Melanie go?"),
+    ("Caroline", "Melanie", "So do I.", "So does Caroline."),
+    # negations and contractions
+    ("Caroline", "Melanie", "I don't know.", "Caroline doesn't know."),
+    ("Caroline", "Melanie", "I do not know.", "Caroline does not know."),
+    ("Caroline", "Melanie", "Don't you think so?", "Doesn't Melanie think so?"),
+    ("Caroline", "Melanie", "I haven't seen it.", "Caroline hasn't seen it."),
+    ("Caroline", "Melanie", "You're right and I'm glad.", "Melanie is right and Caroline is glad."),
+    ("Caroline", "Melanie", "I'd love that.", "Caroline would love that."),
+    # possessives, objects, reflexives
+    ("Caroline", "Melanie", "My sister loves your art.", "Caroline's sister loves Melanie's art."),
+    ("Caroline", "Melanie", "Let me know.", "Let Caroline know."),
+    ("Caroline", "Melanie", "I'll give you hope.", "Caroline will give Melanie hope."),
+    ("Caroline", "Melanie", "I taught myself guitar.", "Caroline taught themselves guitar."),
+    ("Caroline", "Melanie", "Is that book yours?", "Is that book Melanie's?"),
+    # role speakers
+    ("user", "assistant", "Can you help me create a sprint plan?",
+     "Can the assistant help the user create a sprint plan?"),
+    ("user", "assistant", "I need to plan the sprint.", "The user needs to plan the sprint."),
+    ("user", "assistant", "My team has five people.", "The user's team has five people."),
+    ("human", "AI", "Do you know my name?", "Does the assistant know the user's name?"),
+    ("assistant", "user", "You need to rest. I know you can.",
+     "The user needs to rest. The assistant knows the user can."),
+    ("assistant", "user", "If you need further details, feel free to let me know!",
+     "If the user needs further details, feel free to let the assistant know!"),
+    ("bot", "user", "I don't have access to your calendar.",
+     "The assistant doesn't have access to the user's calendar."),
+    ("user", "assistant", "Thanks, that helps me a lot.", "Thanks, that helps the user a lot."),
+]
+
+
+@pytest.mark.parametrize(("speaker", "other", "said", "expected"), CASES)
+def test_grounding_keeps_grammar(speaker: str, other: str, said: str, expected: str) -> None:
+    assert g.ground_pronouns(lex.normalize_text(said), speaker, other) == expected
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I love you guys!", "It's hard, you know?", "I mean, it was fine."],
+)
+def test_plural_you_and_fillers_are_not_the_other_party(said: str) -> None:
+    assert "Melanie" not in g.ground_pronouns(said, "Caroline", "Melanie")
+
+
+def test_third_person_forms() -> None:
+    assert [g.third_person(w) for w in ("need", "try", "watch", "go", "am", "Have", "do")] == \
+        ["needs", "tries", "watches", "goes", "is", "Has", "does"]
+    assert [g.third_person(w) for w in ("went", "can", "too", "read", "painting")] == [None] * 5
+
+
+def test_role_speakers_are_named_as_roles() -> None:
+    assert g.speaker_label("User") == "the user"
+    assert g.speaker_label("assistant") == "the assistant"
+    assert g.speaker_label("Jarvis", ("jarvis",)) == "the assistant"
+    assert g.speaker_label("Priya") == "Priya"
+
+
+def _entries(speaker: str, other: str, text: str, config: Config) -> list[str]:
+    ts = datetime(2024, 3, 1, 9, 0)
+    turns = [Turn(other, "Hi!", ts, "t0"), Turn(speaker, text, ts, "t1")]
+    extractor = RuleExtractor(split_sentences=True, assistant_speakers=config.assistant_speakers)
+    return [e.text for e in extractor.extract(turns[1:], ExtractionContext(turns[:1], [other, speaker]))]
+
+
+def test_extracted_entries_name_role_speakers() -> None:
+    cfg = Config()
+    assert _entries("assistant", "user", "Here is a sprint plan for the team.", cfg) == \
+        ["The assistant: Here is a sprint plan for the team."]
+    assert _entries("user", "assistant", "I need a sprint plan.", cfg) == ["The user needs a sprint plan."]
+    # A custom assistant name from the config is a role too.
+    custom = cfg.replace(assistant_speakers=("jarvis",))
+    assert _entries("Jarvis", "user", "I can draft it.", custom) == ["The assistant can draft it."]
+    # A person keeps their name.
+    assert _entries("Priya", "Sam", "Sounds good to the team.", cfg) == ["Priya: Sounds good to the team."]
+
+
+def test_config_round_trip_keeps_assistant_speakers_a_tuple() -> None:
+    cfg = Config.from_dict(Config(assistant_speakers=("jarvis",)).to_dict() | {"assistant_speakers": ["jarvis"]})
+    assert cfg.assistant_speakers == ("jarvis",)
+    assert hash(cfg)
