@@ -33,6 +33,20 @@ class Config:
     #: (the gate could not tell redundancy from relevance). At 0.9 it drops 1.9% of turns
     #: and 0.6% of evidence turns: it removes near-repeats only. ``Config.paper()`` restores 0.6.
     lambda_red: float = 0.9
+    #: ADDITION (the paper's gate is about information, its published rule only about
+    #: redundancy): the low-information gate (``gating.low_information``). An entry with
+    #: no specific value (number, date, code, URL, named entity, place), at most
+    #: ``low_info_max_content_words`` content words (after stopwords and courtesy words) and
+    #: its text, stripped of names, within cosine ``low_info_similarity`` of a phatic
+    #: prototype ("Thanks!", "Hope this helps!") is not stored; a turn left with no entry is
+    #: gated. Measured with MiniLM on the 7 LoCoMo dev conversations (9,390 rule entries,
+    #: 943 evidence turns): at 0.55 it drops 5.5% of entries and gates 1.7% of turns and no
+    #: evidence turn; at 0.45 it starts to gate evidence turns (2), at 0.6 it drops 4.0% of
+    #: entries. On BEAM conversations 1-2 it drops 1.3% of entries (assistant sign-offs such
+    #: as "If the user has any further questions ..., feel free to ask!"), no whole message.
+    #: More content words than 2 admit almost nothing more (0.1% of entries) at more risk.
+    low_info_similarity: float = 0.55
+    low_info_max_content_words: int = 2
     #: Short-term horizon delta_short in seconds (paper: 1 h). Older look-alikes are
     #: long-term recurrence and pass the gate.
     delta_short_s: float = 3600.0
@@ -161,6 +175,7 @@ class Config:
 
     # ---------------- switches (ablations) ----------------
     enable_gating: bool = True
+    enable_low_info_gate: bool = True
     enable_coarsening: bool = True
     enable_bridges: bool = True
     enable_paths: bool = True
@@ -169,7 +184,8 @@ class Config:
     def __post_init__(self) -> None:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
-        for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight"):
+        for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
+                     "low_info_similarity"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
@@ -183,6 +199,8 @@ class Config:
             raise ConfigError(f"max_fact_tokens must be >= 8, got {self.max_fact_tokens!r}")
         if self.token_budget is not None and self.token_budget < 1:
             raise ConfigError(f"token_budget must be >= 1 or None, got {self.token_budget!r}")
+        if self.low_info_max_content_words < 0:
+            raise ConfigError("low_info_max_content_words must be >= 0")
         if self.min_nodes > self.max_nodes:
             raise ConfigError("min_nodes must not exceed max_nodes")
         if not 0 <= self.bridge_min_gap_s <= self.bridge_max_gap_s:

@@ -1,6 +1,10 @@
 """Phase I, step 1: the entropy-aware gate (the paper's Phi_gate).
 
-A turn is dropped only when its *nearest* stored memory is both semantically redundant
+Two kinds of content carry no new information. *Low-information* entries (thanks,
+acknowledgements, sign-offs, "hope this helps") are dropped before storage by
+:func:`low_information`, and a turn whose entries are all such is gated. *Redundant* turns
+are dropped by :func:`gate_window`:
+a turn is dropped only when its *nearest* stored memory is both semantically redundant
 (cosine > lambda_red) and recent (less than delta_short apart). A near-identical statement
 made long ago passes: long-term recurrence is information (a habit, a repeated event).
 Turns already accepted earlier in the same window count as stored memories, so a
@@ -10,6 +14,9 @@ unknown age and is never dropped (nothing is lost on missing data).
 
 from __future__ import annotations
 
+import contextlib
+import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +24,9 @@ from datetime import datetime
 import numpy as np
 
 from .config import Config
+from .embedding import Embedder
+from .models import Entry
+from .text import COURTESY_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +82,125 @@ def gate_window(
         if decision.keep:
             kept.append(i)
     return decisions
+
+
+# --------------------------------------------------------------------------- low information
+#: What phatic talk sounds like: acknowledgements, thanks, praise without content, offers of
+#: further help and sign-offs, in both chat and assistant register. Only their meaning is
+#: used (an entry close to *any* of them, with no content of its own, is phatic), so they
+#: are general forms rather than phrases taken from a data set.
+PHATIC_PROTOTYPES: tuple[str, ...] = (
+    "Thanks!", "Thank you so much, I really appreciate it.", "You're welcome.", "No problem at all.",
+    "Okay, got it.", "Noted.", "Sure, sounds good.", "That's great to hear!", "Wow, that's awesome!",
+    "That's so cool!", "Haha, yeah, totally.", "I agree, absolutely.", "What a coincidence!",
+    "Good luck!", "Take care, talk to you soon!", "Bye, have a great day!", "Hi! How are you doing?",
+    "Great question!", "I hope this helps!", "Happy to help!", "Glad I could help.",
+    "Let me know if you have any other questions.", "Feel free to ask if you need anything else.",
+    "If you need more details, just let me know!",
+    "If you have any further questions or need more help, feel free to ask!",
+    "Let me know if you need any adjustments or additional details.",
+    "Feel free to reach out if you need further assistance.", "Good luck with your project!",
+)
+_PROTOTYPE_CACHE: weakref.WeakKeyDictionary[Embedder, np.ndarray] = weakref.WeakKeyDictionary()
+#: A value a fact hangs on: a digit (numbers, dates, times, grounded dates), code, a URL.
+_SPECIFIC_RE = re.compile(r"\d|`|https?://|[{}<>=_]")
+
+
+def phatic_prototypes(embedder: Embedder) -> np.ndarray:
+    """The prototypes' vectors for ``embedder``, embedded once per embedder object."""
+    try:
+        return _PROTOTYPE_CACHE[embedder]
+    except (KeyError, TypeError):
+        pass
+    vectors = np.asarray(embedder.embed(list(PHATIC_PROTOTYPES)), dtype=np.float32)
+    # An embedder that cannot be weakly referenced is not cached: embed every time.
+    with contextlib.suppress(TypeError):
+        _PROTOTYPE_CACHE[embedder] = vectors
+    return vectors
+
+
+_ROLE_RE = re.compile(r"\b[Tt]he (?:user|assistant)(?:'s)?\b")
+_SPACES_RE = re.compile(r"\s+")
+_SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+([,.!?;:])")
+
+
+def bare_text(entry: Entry) -> str:
+    """The entry's text without who said it: the "Speaker: " prefix, the participants'
+    names and role labels removed. Names weigh heavily in a sentence vector ("Tim: No
+    problem!" is only 0.52 from "No problem at all."), and phatic talk is phatic whoever
+    says it, so the phatic test embeds this form."""
+    text = entry.text
+    head, sep, rest = text.partition(": ")
+    if sep and (head in entry.persons or _ROLE_RE.fullmatch(head)):
+        text = rest
+    for name in sorted(entry.persons, key=len, reverse=True):
+        text = re.sub(r"\b" + re.escape(name) + r"(?:'s)?\b", "", text)
+    text = _ROLE_RE.sub("", text)
+    return _SPACE_BEFORE_PUNCT_RE.sub(r"\1", _SPACES_RE.sub(" ", text)).strip()
+
+
+def content_words(entry: Entry) -> list[str]:
+    """The entry's keywords (names and stopwords already out) less courtesy words."""
+    return [k for k in entry.keywords if k not in COURTESY_WORDS]
+
+
+def is_specific(entry: Entry) -> bool:
+    """True when the entry names a value: a number or date, code or a URL, a named entity
+    or place beyond the speakers, an attribute, or an attached image."""
+    return bool(entry.entities or entry.location or entry.metadata.get("attributes")
+                or "[shared image:" in entry.text or _SPECIFIC_RE.search(entry.text))
+
+
+def low_information(entries: Sequence[Entry], embedder: Embedder, config: Config) -> list[bool]:
+    """Per entry, whether it is phatic: no specific value (:func:`is_specific`), at most
+    ``Config.low_info_max_content_words`` content words (:func:`content_words`), and its
+    :func:`bare_text` within ``Config.low_info_similarity`` (cosine) of a phatic prototype.
+
+    All three must hold, so a short statement with content ("I'm excited!", "Yes,
+    twice.") stays: it is far from every prototype. Only the few candidates that pass the
+    two lexical tests are embedded (one batch); their stored vectors are not used, because
+    names and a question's context (``Config.context_embedding``) dominate them.
+    """
+    if not (config.enable_gating and config.enable_low_info_gate) or not entries:
+        return [False] * len(entries)
+    candidates = [i for i, e in enumerate(entries)
+                  if len(content_words(e)) <= config.low_info_max_content_words and not is_specific(e)]
+    out = [False] * len(entries)
+    bare = [bare_text(entries[i]) for i in candidates]
+    candidates = [i for i, b in zip(candidates, bare, strict=True) if b]
+    bare = [b for b in bare if b]
+    if not candidates:
+        return out
+    protos = phatic_prototypes(embedder)
+    sims = np.asarray(embedder.embed(bare), dtype=np.float32) @ protos.T
+    for i, best in zip(candidates, sims.max(axis=1), strict=True):
+        out[i] = float(best) >= config.low_info_similarity
+    return out
+
+
+def drop_low_information(per_turn: list[list[Entry]], keep: list[bool], embedder: Embedder,
+                         config: Config, stats: dict[str, int]) -> tuple[list[list[Entry]], list[bool]]:
+    """Phase I hook: remove phatic entries from each kept turn; a turn left with none is
+    gated (``keep`` False). Counts ``gate_low_info`` (turns) and ``gate_low_info_entries``.
+
+    Returns:
+        The turns' remaining entries and the updated keep flags.
+    """
+    flat = [e for group, k in zip(per_turn, keep, strict=True) if k for e in group]
+    phatic = iter(low_information(flat, embedder, config))
+    groups: list[list[Entry]] = []
+    flags: list[bool] = []
+    dropped_entries = dropped_turns = 0
+    for group, k in zip(per_turn, keep, strict=True):
+        if not k:
+            groups.append(group)
+            flags.append(False)
+            continue
+        rest = [e for e in group if not next(phatic)]
+        dropped_entries += len(group) - len(rest)
+        dropped_turns += not rest
+        groups.append(rest)
+        flags.append(bool(rest))
+    stats["gate_low_info"] = dropped_turns
+    stats["gate_low_info_entries"] = dropped_entries
+    return groups, flags

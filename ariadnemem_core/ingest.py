@@ -117,6 +117,7 @@ class Ingestor:
             vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
         )
         keep = [d.keep for d in decisions]
+        per_turn, keep = gating.drop_low_information(per_turn, keep, self.embedder, cfg, stats)
         kept = [t for t, k in zip(turns, keep, strict=True) if k]
         stats["gate_kept"] = len(kept)
         stats["gate_dropped"] = len(turns) - len(kept)

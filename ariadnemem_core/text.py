@@ -86,6 +86,17 @@ _PERSON_CUE_BEFORE = frozenset({"friend", "friends", "brother", "sister", "son",
                                 "grandpa", "kid", "child", "baby", "bestie", "classmate", "therapist"})
 #: Words a lexical (BM25) query drops: the index keeps them, a question's match on them
 #: says nothing.
+#: Words of politeness and acknowledgement that carry no fact on their own ("glad to
+#: help", "feel free to ask", "good to hear"); the low-information gate does not count them
+#: as content words (they are content elsewhere, so they are not stopwords).
+COURTESY_WORDS = frozenset(
+    "welcome glad happy hope hoping helps helped helpful help feel free noted question questions hear "
+    "good lovely wonderful fantastic cheers goodbye care luck appreciate appreciated anytime problem "
+    "worries sounds sound fun further details assistance else ask asking reach touch anything "
+    "pleasure talk talking chat chatting sorry catch nice".split()
+)
+
+
 QUERY_STOPWORDS = frozenset(
     "a an the and or but of to in on at for with by from as is are was were be been being do "
     "does did has have had what when where which who whom whose why how did i you he she it "

@@ -32,8 +32,8 @@ from .locking import Guarded
 
 SCHEMA_VERSION = 1
 #: Counters every ``stats()`` reports (zero when nothing happened yet).
-STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "merge", "link", "add",
-             "extract_windows", "extract_fallbacks", "extract_patched_turns")
+STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "gate_low_info", "gate_low_info_entries",
+             "merge", "link", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -1,0 +1,81 @@
+"""The low-information gate: phatic entries are not stored, a turn made only of them is
+gated, and short replies that answer a question, or that carry a value, are kept."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ariadnemem_core import Config, gating
+from ariadnemem_core.models import Entry
+from tests.conftest import turn
+
+
+def covered(mem, user="default") -> set[str]:
+    return {t for e in mem.entries(user) for t in e.source_turn_ids}
+
+
+def test_phatic_turns_are_gated_and_counted(make_memory):
+    mem = make_memory()
+    mem.add([
+        turn("Ana", "I started a pottery class at the community center last week.", 0, "a1"),
+        turn("Ben", "Thanks so much!", 1, "b1"),
+        turn("Ana", "Noted.", 2, "a2"),
+        turn("Ben", "Good to hear.", 3, "b2"),
+        turn("Ana", "Ben adopted a beagle named Max in March.", 4, "a3"),
+    ])
+    mem.flush()
+    assert covered(mem) == {"a1", "a3"}
+    s = mem.stats()
+    assert s["gate_low_info"] == 3 and s["gate_low_info_entries"] == 3
+    assert s["gate_dropped"] == 3 and s["gate_kept"] == 2
+
+
+def test_assistant_courtesy_sentence_is_dropped_but_the_reply_kept(make_memory):
+    mem = make_memory()
+    mem.add([
+        turn("user", "How should I structure the sprint for a team of five?", 0, "u1"),
+        # Two hours later, so the redundancy gate (an hour's horizon) has no say.
+        turn("assistant", "Split the sprint into two-week iterations with a planning meeting on Monday. "
+             "Hope this helps! Let me know if you have any other questions.", 120, "a1"),
+    ])
+    mem.flush()
+    texts = [e.text for e in mem.entries()]
+    assert any("two-week iterations" in t for t in texts)
+    assert not any("Hope this helps" in t or "other questions" in t for t in texts), texts
+    s = mem.stats()
+    assert s["gate_low_info"] == 0 and s["gate_low_info_entries"] >= 1
+
+
+def test_short_answers_to_questions_are_kept(make_memory):
+    """"I'm excited!" answering a question is evidence: its vector carries the question."""
+    mem = make_memory()
+    mem.add([
+        turn("Gina", "How do you feel about the opening of your dance studio?", 0, "g1"),
+        turn("Jon", "I'm so excited!", 1, "j1"),
+        turn("Gina", "Have you been to Paris?", 2, "g2"),
+        turn("Jon", "Yes, twice.", 3, "j2"),
+    ])
+    mem.flush()
+    assert {"j1", "j2"} <= covered(mem)
+
+
+def test_specific_values_are_never_low_information(minilm):
+    cfg = Config()
+
+    def entry(text: str, keywords: list[str]) -> Entry:
+        return Entry(id=text, text=text, keywords=keywords, embedding=minilm.embed([text])[0])
+
+    thanks = entry("Thanks!", [])
+    dated = entry("Thanks for the 3 pm slot!", ["slot", "3pm"])
+    code = entry("Thanks, `pip install x` worked!", ["pip", "install", "worked"])
+    assert gating.low_information([thanks, dated, code], minilm, cfg) == [True, False, False]
+    # Switched off, or with the gate off (ablation), nothing is low-information.
+    assert gating.low_information([thanks], minilm, cfg.replace(enable_low_info_gate=False)) == [False]
+    assert gating.low_information([thanks], minilm, cfg.ablate("gating")) == [False]
+
+
+def test_prototypes_are_embedded_once_per_embedder(minilm):
+    first = gating.phatic_prototypes(minilm)
+    assert gating.phatic_prototypes(minilm) is first
+    assert first.shape == (len(gating.PHATIC_PROTOTYPES), minilm.dim)
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-4)
