@@ -231,6 +231,41 @@ def _reflexive(s: str, start: int, subject_at: int | None) -> bool:
     return subject_at is not None and not re.search(r"[.!?\n]", s[subject_at:start])
 
 
+def _is_pronoun(m: re.Match[str], key: str, prev: str, other_known: bool) -> bool:
+    """Whether a match of :data:`_PRONOUN_RE` is a pronoun to ground (not a filler, a noun
+    "mine", plural "you", or a second person with nobody to resolve it to)."""
+    # Unicode case folding lets IGNORECASE match forms the tables do not hold ("İ"
+    # matches "i" but lowers to "i̇"): such a match is not a pronoun, keep it as written.
+    if key.endswith("mean") or (key not in _FIRST and key not in _SECOND):
+        return False
+    if not key.startswith("you"):
+        return not (key == "mine" and prev in _MINE_NOUN_BEFORE)
+    if not other_known or key == "yourselves":
+        return False
+    if key == "you":
+        if _YOU_KNOW_FILLER.match(m.string, m.end()):
+            return False
+        nxt = _NEXT_WORD.match(m.string, m.end())
+        if nxt is not None and nxt.group(2).lower() in _PLURAL_YOU_AFTER:
+            return False
+    return True
+
+
+def _agree_inverted(gap: str) -> str:
+    """``gap`` (the text before an inverted subject) with its closing auxiliary made
+    third-person singular: "do " -> "does ", "Are " -> "Is ", "what're " -> "what's "."""
+    aux = _INVERTED_AUX_RE.search(gap)
+    if aux is not None:
+        said = aux.group(1)
+        agreed = _AGREE[said.lower()]
+        agreed = agreed[:1].upper() + agreed[1:] if said[:1].isupper() else agreed
+        return gap[:aux.start()] + agreed + aux.group(2)
+    cut = len(gap.rstrip())
+    if gap[:cut].lower().endswith("'re"):
+        return gap[:cut - 3] + "'s" + gap[cut:]
+    return gap
+
+
 def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
                        assistant_speakers: Iterable[str] = DEFAULT_ASSISTANT_SPEAKERS) -> tuple[str, bool]:
     """:func:`ground_pronouns` plus whether a second-person form was resolved to ``other``."""
@@ -245,28 +280,15 @@ def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
             continue
         form = m.group(0)
         key = form.lower()
-        if key.endswith("mean"):
-            continue
-        # Unicode case folding lets IGNORECASE match forms the tables do not hold ("İ"
-        # matches "i" but lowers to "i̇"): such a match is not a pronoun, keep it as written.
-        if key not in _FIRST and key not in _SECOND:
+        prev = previous_word(text, m.start())
+        if not _is_pronoun(m, key, prev, you is not None):
             continue
         first = not key.startswith("you")
-        prev = previous_word(text, m.start())
         if first:
-            if key == "mine" and prev in _MINE_NOUN_BEFORE:
-                continue
             name = me
         else:
-            if you is None or key == "yourselves":
-                continue
-            if key == "you" and _YOU_KNOW_FILLER.match(text, m.end()):
-                continue
-            nxt = _NEXT_WORD.match(text, m.end())
-            if key == "you" and nxt is not None and nxt.group(2).lower() in _PLURAL_YOU_AFTER:
-                continue
             used_other = True
-            name = you
+            name = you or ""
         gap = text[last:m.start()]
         end = m.end()
         template, verb = (_FIRST if first else _SECOND)[key]
@@ -277,15 +299,7 @@ def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
             repl = f"{name} had"
         elif subject and (prev in _AUXILIARIES or prev.endswith("'re")):
             # Inverted: "do you have" -> "does Melanie have", "can you help" -> "can Melanie help".
-            aux = _INVERTED_AUX_RE.search(gap)
-            if aux is None and prev.endswith("'re") and gap.rstrip().lower().endswith("'re"):
-                cut = len(gap.rstrip())
-                gap = gap[:cut - 3] + "'s" + gap[cut:]  # "what're you" -> "what's Melanie"
-            elif aux is not None:
-                said = aux.group(1)
-                agreed = _AGREE[said.lower()]
-                agreed = agreed[:1].upper() + agreed[1:] if said[:1].isupper() else agreed
-                gap = gap[:aux.start()] + agreed + aux.group(2)
+            gap = _agree_inverted(gap)
             repl = name + form[len(form) - len(verb):] if verb else name
         else:
             repl = template.replace("{S}", name).replace("{O}", name)
