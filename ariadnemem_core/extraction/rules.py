@@ -208,12 +208,12 @@ class RuleExtractor:
             return caption or None
         return None
 
-    @staticmethod
-    def _ground(turn: Turn, text: str, other: str | None) -> str:
+    def _ground(self, turn: Turn, text: str, other: str | None) -> str:
         """Pronouns and relative time grounded, no speaker prefix (lines of a block)."""
         if not text:
             return ""
-        return g.ground_time(g.ground_pronouns_ex(text, turn.speaker, other)[0], turn.timestamp)
+        grounded = g.ground_pronouns_ex(text, turn.speaker, other, assistant_speakers=self.assistant_speakers)[0]
+        return g.ground_time(grounded, turn.timestamp)
 
     def _restate(self, turn: Turn, text: str, other: str | None, *, whole_turn: bool) -> tuple[str, bool]:
         """(restated text, whether "you" was resolved to ``other``)."""
