@@ -63,19 +63,27 @@ def gate_window(
     turn_ids: Sequence[str],
     stored_nearest: Sequence[Neighbor | None],
     config: Config,
+    answered: Sequence[str | None] | None = None,
 ) -> list[GateDecision]:
-    """Decide a whole window: stored neighbours plus turns kept earlier in the window."""
+    """Decide a whole window: stored neighbours plus turns kept earlier in the window.
+
+    ``answered[i]``: the id of the turn whose question turn ``i`` answers, if any. A
+    reply is never redundant with the question it answers (its vector carries that
+    question, see ``context_embedding``, and "Where?" / "In Lisbon." are two pieces of
+    information), so that turn is not compared with it.
+    """
     if not config.enable_gating:
         return [GateDecision(True, "gating off") for _ in turn_ids]
     decisions: list[GateDecision] = []
     kept: list[int] = []
     for i, ts in enumerate(timestamps):
         best = stored_nearest[i]
-        if kept:
-            sims = vectors[kept] @ vectors[i]
+        others = [k for k in kept if answered is None or turn_ids[k] != answered[i]]
+        if others:
+            sims = vectors[others] @ vectors[i]
             j = int(np.argmax(sims))
             if best is None or float(sims[j]) > best.similarity:
-                k = kept[j]
+                k = others[j]
                 best = Neighbor(turn_ids[k], float(sims[j]), timestamps[k])
         decision = decide(ts, best, config)
         decisions.append(decision)

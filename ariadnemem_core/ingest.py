@@ -112,9 +112,12 @@ class Ingestor:
         turns = [t for _, _, t in rows]
         vectors = np.stack([_mean_vector([e.vector for e in group]) for group in per_turn])
         stats: dict[str, int] = {"extract_windows": 1}
-        stored = self._nearest(scope, vectors) if cfg.enable_gating else [None] * len(turns)
+        # The turn each reply answers (never its redundant twin, see gating.gate_window).
+        asked = question_context(turns, previous[-1] if previous else None)
+        answered = [(turns[i - 1] if i else previous[-1]).turn_id if q else None for i, q in enumerate(asked)]
+        stored = self._nearest(scope, vectors, answered) if cfg.enable_gating else [None] * len(turns)
         decisions = gating.gate_window(
-            vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg
+            vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg, answered
         )
         keep = [d.keep for d in decisions]
         per_turn, keep = gating.drop_low_information(per_turn, keep, self.embedder, cfg, stats)
@@ -141,16 +144,15 @@ class Ingestor:
         self._coarsen(scope, entries, commit)
         self.store.commit_window(commit)
 
-    def _nearest(self, scope: Scope, vectors: np.ndarray) -> list[gating.Neighbor | None]:
-        hits = self.store.dense_search(scope, vectors, 1)
-        found = self.store.get([h[0][0] for h in hits if h], scope.user_id)
+    def _nearest(self, scope: Scope, vectors: np.ndarray,
+                 answered: list[str | None]) -> list[gating.Neighbor | None]:
+        """Each turn's nearest stored memory, skipping the turn whose question it answers."""
+        hits = self.store.dense_search(scope, vectors, 2)
+        found = self.store.get([i for h in hits for i, _ in h], scope.user_id)
         out: list[gating.Neighbor | None] = []
-        for h in hits:
-            if not h or h[0][0] not in found:
-                out.append(None)
-            else:
-                eid, sim = h[0]
-                out.append(gating.Neighbor(eid, sim, found[eid].timestamp))
+        for h, skip in zip(hits, answered, strict=True):
+            near = [(i, sim) for i, sim in h if i in found and skip not in found[i].source_turn_ids]
+            out.append(gating.Neighbor(near[0][0], near[0][1], found[near[0][0]].timestamp) if near else None)
         return out
 
     def _extract(self, turns: list[Turn], context: ExtractionContext, stats: dict[str, int]) -> list[Entry]:

@@ -179,3 +179,19 @@ def test_excerpt_never_exceeds_its_token_limit(text: str, question: str, limit: 
     assert count_tokens(out) <= limit
     if count_tokens(text) <= limit:
         assert out == text
+
+
+def test_a_reply_is_never_gated_as_a_repeat_of_the_question(make_memory: Callable[..., AriadneMemory]) -> None:
+    # The reply's vector carries the question it answers; the gate must not read that as
+    # a near-repeat of the question (one minute apart, well inside the redundancy horizon).
+    mem = make_memory()
+    mem.add([
+        turn("user", "Can you help me create a sprint plan for the budget tracker?", 0, turn_id="q1"),
+        turn("assistant", "Yes, I can help you create a sprint plan for the budget tracker.", 1, turn_id="a1"),
+        turn("Ana", "What did you name the kitten?", 10, turn_id="q2"),
+        turn("Bo", "Miso.", 11, turn_id="a2"),
+    ])
+    mem.flush()
+    covered = {t for e in mem.entries() for t in e.source_turn_ids}
+    assert {"a1", "a2"} <= covered
+    assert mem.stats()["gate_dropped"] == 0
