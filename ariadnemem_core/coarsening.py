@@ -128,7 +128,9 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
         return CoarsenDecision(Action.ADD)
     scored = [(c, s, keyword_overlap(new_terms, terms(c))) for c, s in similar]
     for cand, sim, ovl in scored:
-        if ovl > config.lambda_ovlp:
+        # A MERGE drops the new text, so it needs the same values too: "Parcel p1x5
+        # arrived" and "Parcel p2x5 arrived" share every keyword but state different ids.
+        if ovl > config.lambda_ovlp and not value_changed(cand, new):
             return CoarsenDecision(Action.MERGE, cand.id, sim, ovl)
     if config.link_requires_value_change:
         scored = [(c, s, o) for c, s, o in scored if value_changed(c, new)]

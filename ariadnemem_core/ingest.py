@@ -10,6 +10,7 @@ entries. The steps live in their own modules (:mod:`.gating`, :mod:`.extraction`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -17,12 +18,20 @@ import numpy as np
 from . import coarsening, gating
 from .config import Config
 from .embedding import Embedder
-from .errors import ExtractionError
+from .errors import ExtractionError, InvalidInputError, StoreError
 from .extraction import ExtractionContext, Extractor, RuleExtractor, embedding_text, is_block, question_context
 from .extraction.rules import cover
+from .limits import check_entry, replace_surrogates
 from .models import Entry, Scope, Turn, UpdateEdge
-from .store import Store, WindowCommit
+from .store import PendingConflict, Store, WindowCommit
 from .text import stem
+
+#: Entries of the current window each new entry is compared with during coarsening (the
+#: most recent ones). Comparing with every earlier entry of the window made one long turn
+#: quadratic: a 200,000-character turn of short sentences is ~10,000 entries.
+MAX_WINDOW_CANDIDATES = 256
+#: Times a scope's extraction is redone after another writer committed its turns first.
+MAX_CONFLICT_RETRIES = 8
 
 
 class Ingestor:
@@ -42,19 +51,31 @@ class Ingestor:
         self.rule = RuleExtractor(split_sentences=config.atomic_sentences,
                                   assistant_speakers=config.assistant_speakers)
         self.extractor: Extractor = extractor or self.rule
+        #: Working id -> caller's id of the turns being processed (see ``_unique_ids``).
+        self._aliases: dict[str, str] = {}
 
     def process(self, scope: Scope, *, full_only: bool) -> None:
         """Extract the scope's pending turns: every full window, or (``full_only=False``)
         every pending turn, partial window included.
 
+        Extraction and embedding run *without* the store's write lock, which is taken
+        only to commit each window (readers and other writers wait for a commit, never
+        for an LLM). Two processes may therefore extract the same pending turns; the
+        commit checks they are still pending, and the slower one drops its stale window
+        and re-reads what is left (:class:`~ariadnemem_core.store.PendingConflict`).
+
         Args:
             scope: whose pending turns.
             full_only: leave a partial last window pending (``add``) or not (``flush``).
         """
-        # The cross-process writer lock spans reading the pending turns to committing
-        # their entries: two processes must never extract the same pending turns.
-        with self.store.write_guard():
-            self._process(scope, full_only=full_only)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            try:
+                self._process(scope, full_only=full_only)
+                return
+            except PendingConflict:
+                continue
+        raise StoreError(f"gave up extracting the pending turns of {scope.user_id!r} after "
+                         f"{MAX_CONFLICT_RETRIES} conflicts with other writers; they stay pending")
 
     def _process(self, scope: Scope, *, full_only: bool) -> None:
         rows = self.store.pending(scope)
@@ -68,21 +89,28 @@ class Ingestor:
         for _, _, t in rows:
             if t.speaker not in participants:
                 participants.append(t.speaker)
+        # Turn ids may repeat (callers' message ids): inside this run each turn gets a
+        # unique working id, so every entry maps back to exactly one turn; entries are
+        # given the caller's ids back before they are committed.
+        turns, self._aliases = _unique_ids([t for _, _, t in rows])
         # The rule extractor runs over every window up front (it is cheap) and all its
         # entries are embedded in one batch: the model is far faster on one large batch
         # than on many small ones. A turn's gate vector is the normalized mean of its
         # atomic entries' vectors, so the rule path embeds each piece of text once.
-        turns = [t for _, _, t in rows]
-        rule_entries = self.rule.extract(turns, ExtractionContext(list(previous), list(participants)))
+        context = ExtractionContext(list(previous), list(participants))
+        rule_entries, poison = self._rule_extract(turns, context)
+        if poison:
+            # A turn the rule extractor cannot handle would fail every later flush of
+            # every user: it is quarantined with its reason and the others go on.
+            self.store.quarantine_pending([(rows[i][0], reason) for i, reason in poison.items()])
+            raise PendingConflict("poison turns quarantined; re-reading the pending turns")
         owner: list[int] = []  # index into ``turns`` of each entry's source turn
-        i = 0
+        index = {t.turn_id: i for i, t in enumerate(turns)}
         for e in rule_entries:
-            # Entries come in turn order; walk forward (turn ids may repeat across turns).
-            while i < len(turns) and e.source_turn_ids[0] != turns[i].turn_id:
-                i += 1
-            if i == len(turns):
-                raise ExtractionError("rule extractor returned entries out of turn order")
-            owner.append(i)
+            j = index.get(e.source_turn_ids[0] if e.source_turn_ids else None)
+            if j is None:
+                raise ExtractionError("rule extractor returned an entry for a turn it was not given")
+            owner.append(j)
         texts = [embedding_text(e) for e in rule_entries]
         if self.config.context_embedding:
             asked = question_context(turns, previous[-1] if previous else None)
@@ -96,14 +124,37 @@ class Ingestor:
         for e, v, j in zip(rule_entries, vectors, owner, strict=True):
             e.embedding = v
             per_turn[j].append(e)
-        if any(not group for group in per_turn):
-            raise ExtractionError("rule extractor returned no entry for a turn")
+        empty = {i: "the rule extractor returned no entry for this turn"
+                 for i, group in enumerate(per_turn) if not group}
+        if empty:
+            self.store.quarantine_pending([(rows[i][0], reason) for i, reason in empty.items()])
+            raise PendingConflict("turns without entries quarantined; re-reading the pending turns")
         history = list(previous)
         for start in range(0, n, size):
-            window = rows[start : start + size]
+            window = [(seq, sc, t) for (seq, sc, _), t in zip(rows[start : start + size],
+                                                                turns[start : start + size], strict=True)]
             before = history[-Store.RECENT_TURNS :]
             self._process_window(scope, window, per_turn[start : start + size], before, participants, plain)
-            history.extend(t for _, _, t in window)
+            history.extend(rows[k][2] for k in range(start, min(start + size, n)))
+
+    def _rule_extract(self, turns: list[Turn], context: ExtractionContext) -> tuple[list[Entry], dict[int, str]]:
+        """The rule extractor over every turn; if it fails, turn by turn to find the
+        poison ones (returned by index with the error) instead of failing them all."""
+        try:
+            return self.rule.extract(turns, context), {}
+        except Exception:
+            pass
+        entries: list[Entry] = []
+        poison: dict[int, str] = {}
+        for i, t in enumerate(turns):
+            try:
+                entries.extend(self.rule.extract([t], context))
+            except Exception as exc:
+                poison[i] = f"rule extraction failed: {type(exc).__name__}: {exc}"
+        if len(poison) == len(turns) > 1:
+            # Every turn fails: the extractor is broken, not the turns; keep them pending.
+            raise ExtractionError(f"rule extraction fails on every turn: {next(iter(poison.values()))}")
+        return entries, poison
 
     def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
                         per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
@@ -138,9 +189,11 @@ class Ingestor:
                 e.embedding = cache[e.text]
         for e in entries:
             e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
-
+            e.source_turn_ids = list(dict.fromkeys(self._aliases.get(t, t) for t in e.source_turn_ids))
+        originals = [replace(t, turn_id=self._aliases[t.turn_id]) if t.turn_id in self._aliases else t
+                     for t in turns]
         commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
-                              processed_turns=turns, stats=stats)
+                              processed_turns=originals, stats=stats)
         self._coarsen(scope, entries, commit)
         self.store.commit_window(commit)
 
@@ -167,9 +220,14 @@ class Ingestor:
                 raise ExtractionError(f"rule extraction failed: {exc}") from exc
             stats["extract_fallbacks"] = stats.get("extract_fallbacks", 0) + 1
             entries = []
+        if any(e.metadata.get("extractor") == "rule-fallback" for e in entries if isinstance(e.metadata, dict)):
+            # The LLM extractor fell back to rules internally (it does not raise).
+            stats["extract_fallbacks"] = stats.get("extract_fallbacks", 0) + 1
         by_id = {t.turn_id: t for t in turns}
         valid: list[Entry] = []
         for e in entries:
+            if not _usable(e):
+                continue  # its turns are rule-extracted below, like any uncovered turn
             e.source_turn_ids = [tid for tid in dict.fromkeys(e.source_turn_ids) if tid in by_id]
             if not e.source_turn_ids or not e.text.strip():
                 continue
@@ -198,8 +256,11 @@ class Ingestor:
         for entry, hits in zip(entries, stored_hits, strict=True):
             candidates = [(merged.get(i) or stored[i], s) for i, s in hits if i in stored]
             if window and cfg.enable_coarsening:
-                sims = np.stack([w.vector for w in window]) @ entry.vector
-                candidates += list(zip(window, (float(s) for s in sims), strict=True))
+                # The window's latest entries only: a normal window never has this many,
+                # and one 200,000-character turn (10,000 sentences) stays linear.
+                recent = window[-MAX_WINDOW_CANDIDATES:]
+                sims = np.stack([w.vector for w in recent]) @ entry.vector
+                candidates += list(zip(recent, (float(s) for s in sims), strict=True))
             decision = coarsening.decide(entry, candidates, cfg)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:
@@ -220,6 +281,46 @@ class Ingestor:
         commit.merged = list(merged.values())
         for k, v in counts.items():
             commit.stats[k] = commit.stats.get(k, 0) + v
+
+
+def _unique_ids(turns: list[Turn]) -> tuple[list[Turn], dict[str, str]]:
+    """``turns`` with repeated ids made unique (``msg-1``, ``msg-1#2``), and the map from
+    each working id back to the caller's id."""
+    seen: set[str] = {t.turn_id or "" for t in turns}
+    counts: dict[str, int] = {}
+    out: list[Turn] = []
+    aliases: dict[str, str] = {}
+    for t in turns:
+        tid = t.turn_id or ""
+        counts[tid] = counts.get(tid, 0) + 1
+        if counts[tid] == 1:
+            out.append(t)
+            continue
+        k = counts[tid]
+        alias = f"{tid}#{k}"
+        while alias in seen:
+            k += 1
+            alias = f"{tid}#{k}"
+        seen.add(alias)
+        aliases[alias] = tid
+        out.append(replace(t, turn_id=alias))
+    return out, aliases
+
+
+def _usable(entry: Entry) -> bool:
+    """Whether an extractor's entry is within the limits every stored entry must meet
+    (an LLM can return a 5 MB "fact" or a lone surrogate): the same check as imports.
+    Lone surrogates are replaced first, since the model, not the caller, wrote them."""
+    entry.text = replace_surrogates(entry.text) if isinstance(entry.text, str) else entry.text
+    for name in ("keywords", "persons", "entities"):
+        value = getattr(entry, name)
+        if isinstance(value, list):
+            setattr(entry, name, replace_surrogates(value))
+    try:
+        check_entry(entry)
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _mean_vector(vectors: list[np.ndarray]) -> np.ndarray:

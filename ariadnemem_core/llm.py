@@ -13,6 +13,16 @@ accounting are identical everywhere and the benchmarks can report cost per call.
 * Transient failures (HTTP 408/409/429/5xx, timeouts, connection errors) are retried
   with exponential backoff and jitter by tenacity; the SDK's own retry loop is switched
   off so that every retry is counted here.
+* ``timeout`` is a *total* wall-clock deadline per call, retries and backoff included.
+  HTTP timeouts are per operation (a server dripping one byte per second never trips a
+  read timeout), so the deadline is enforced at the transport: every connect/read/write
+  timeout is capped at the time left, and the response body is read through a guard
+  that ends the read once the deadline passes (checked per received chunk, so a drip or
+  an endless chunked stream stops within one chunk of the deadline). The async path
+  also wraps the call in ``asyncio.timeout``, which cancels it wherever it waits. Why
+  not a watchdog thread: it could return to the caller in time but would leave the
+  thread reading the drip; the guard closes the connection itself. A body larger than
+  ``MAX_REPLY_BYTES`` is refused the same way (not retried).
 * JSON: ``response_format={"type": "json_object"}`` is sent; if the server rejects the
   parameter (HTTP 400) the call is repeated without it once and the client remembers not
   to send it again. Replies are parsed tolerantly (```json fences, prose around the
@@ -27,6 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import json
 import os
 import re
@@ -36,9 +48,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any
 
 from .errors import LLMError
+from .limits import replace_surrogates
 
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
@@ -53,6 +66,12 @@ DEFAULT_MODEL = "gpt-4o-mini"
 PLACEHOLDER_API_KEY = "not-needed"
 #: Generous because local CPU models need tens of seconds per extraction window.
 DEFAULT_TIMEOUT_S = 120.0
+#: Largest reply body read, in bytes. An extraction reply is a few KB and an answer a few
+#: hundred bytes; a multi-megabyte body is a broken or hostile server, refused unread.
+MAX_REPLY_BYTES = 2 * 1024 * 1024
+#: ``parse_json`` tries at most this many ``{``/``[`` positions: each try scans to the end
+#: of the reply, so an unbounded search over ``"[" * n`` would be quadratic.
+MAX_JSON_CANDIDATES = 64
 
 Message = Mapping[str, str]
 
@@ -148,6 +167,19 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+_NOTHING = object()
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` with lone surrogates (``"\\ud800"`` escapes) replaced by U+FFFD, or
+    ``_NOTHING``. Nesting deeper than the interpreter's recursion limit counts as not
+    JSON: ``"[" * 3000`` is no reply a caller can use."""
+    try:
+        return replace_surrogates(json.loads(text))
+    except (json.JSONDecodeError, RecursionError):
+        return _NOTHING
+
+
 def parse_json(text: str) -> Any:
     """Parse a model reply that should be JSON, tolerating what models wrap around it.
 
@@ -158,25 +190,23 @@ def parse_json(text: str) -> Any:
     if not isinstance(text, str) or not text.strip():
         raise LLMError("LLM returned an empty reply where JSON was expected")
     stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
+    found = _loads(stripped)
+    if found is not _NOTHING:
+        return found
     for m in _FENCE.finditer(stripped):
-        block = m.group(1).strip()
-        try:
-            return json.loads(block)
-        except json.JSONDecodeError:
-            continue
+        found = _loads(m.group(1).strip())
+        if found is not _NOTHING:
+            return found
     for opener in "{[":
         pos = stripped.find(opener)
-        while pos != -1:
+        tries = 0
+        while pos != -1 and tries < MAX_JSON_CANDIDATES:
+            tries += 1
             candidate = _balanced(stripped, pos)
             if candidate is not None:
-                try:
-                    return json.loads(candidate)
-                except json.JSONDecodeError:
-                    pass
+                found = _loads(candidate)
+                if found is not _NOTHING:
+                    return found
             pos = stripped.find(opener, pos + 1)
     snippet = stripped[:200].replace("\n", " ")
     raise LLMError(f"LLM reply is not valid JSON (no parseable object found): {snippet!r}")
@@ -189,9 +219,12 @@ def _status(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections (but not
+    a passed deadline nor an oversized reply, which would only repeat)."""
     import openai
 
+    if isinstance(exc, _ReplyTooLarge | _DeadlinePassed):
+        return False
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     code = _status(exc)
@@ -236,9 +269,152 @@ class _Backoff:
         return float(wait)
 
 
+# ---------------------------------------------------------------------- deadline guard
+#: Monotonic deadline of the call running in this thread / task (None: no guard).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("ariadnemem_llm_deadline",
+                                                                        default=None)
+
+
+class _ReplyTooLarge(Exception):
+    """The body passed ``MAX_REPLY_BYTES`` (not an httpx error: the SDK must not retry it)."""
+
+
+class _DeadlinePassed(Exception):
+    """The call's total deadline passed (raised where no HTTP request is in flight)."""
+
+
+def _capped_timeouts(request: Any, remaining: float) -> None:
+    """Cap every per-operation timeout of ``request`` at the time left."""
+    current = request.extensions.get("timeout") or {}
+    request.extensions["timeout"] = {
+        key: remaining if current.get(key) is None else min(float(current[key]), remaining)
+        for key in ("connect", "read", "write", "pool")
+    }
+
+
+def _check_chunk(total: int, deadline: float | None, request: Any) -> None:
+    import httpx2
+
+    if total > MAX_REPLY_BYTES:
+        raise _ReplyTooLarge(f"reply body larger than {MAX_REPLY_BYTES} bytes")
+    if deadline is not None and time.monotonic() > deadline:
+        raise httpx2.ReadTimeout("total deadline passed while reading the reply", request=request)
+
+
+def _prepare(request: Any) -> float | None:
+    """The running call's deadline, after capping ``request``'s timeouts at the time left."""
+    import httpx2
+
+    deadline = _DEADLINE.get()
+    if deadline is not None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise httpx2.ConnectTimeout("total deadline passed before the request", request=request)
+        _capped_timeouts(request, remaining)
+    return deadline
+
+
+@functools.cache
+def _sync_guard() -> type:
+    """The sync guard transport (built lazily: httpx2 comes with ``openai``)."""
+    import httpx2
+
+    class GuardedStream(httpx2.SyncByteStream):
+        def __init__(self, inner: Any, deadline: float | None, request: Any) -> None:
+            self._inner, self._deadline, self._request = inner, deadline, request
+
+        def __iter__(self) -> Any:
+            total = 0
+            for chunk in self._inner:
+                total += len(chunk)
+                _check_chunk(total, self._deadline, self._request)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class Guarded(httpx2.BaseTransport):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def handle_request(self, request: Any) -> Any:
+            deadline = _prepare(request)
+            resp = self.inner.handle_request(request)
+            return httpx2.Response(resp.status_code, headers=resp.headers, extensions=resp.extensions,
+                                   stream=GuardedStream(resp.stream, deadline, request))
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return Guarded
+
+
+@functools.cache
+def _async_guard() -> type:
+    """The async guard transport."""
+    import httpx2
+
+    class AsyncGuardedStream(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any, deadline: float | None, request: Any) -> None:
+            self._inner, self._deadline, self._request = inner, deadline, request
+
+        async def __aiter__(self) -> Any:
+            total = 0
+            async for chunk in self._inner:
+                total += len(chunk)
+                _check_chunk(total, self._deadline, self._request)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class AsyncGuarded(httpx2.AsyncBaseTransport):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def handle_async_request(self, request: Any) -> Any:
+            deadline = _prepare(request)
+            resp = await self.inner.handle_async_request(request)
+            return httpx2.Response(resp.status_code, headers=resp.headers, extensions=resp.extensions,
+                                   stream=AsyncGuardedStream(resp.stream, deadline, request))
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return AsyncGuarded
+
+
+def guard_http_client(client: Any) -> Any:
+    """Route ``client``'s requests (an ``httpx2`` client, or an SDK client holding one)
+    through the deadline and size guard; returns ``client``.
+
+    Reaches into the private ``_transport`` / ``_mounts`` of httpx2 (and ``_client`` of the
+    SDK) because neither offers a public hook that sees the body as it streams in. Other
+    clients (legacy ``httpx``) are left as they are: their calls still have per-operation
+    timeouts and the async path's ``asyncio.timeout``, but no body guard.
+    """
+    import httpx2
+
+    http = getattr(client, "_client", client)
+    if not isinstance(http, httpx2.Client | httpx2.AsyncClient):
+        return client
+    guard = _sync_guard() if isinstance(http, httpx2.Client) else _async_guard()
+    transports = getattr(http, "_mounts", {})
+    for key, transport in list(transports.items()):
+        if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
+            transports[key] = guard(transport)
+    transport = getattr(http, "_transport", None)
+    if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
+        http._transport = guard(transport)
+    return client
+
+
 # ---------------------------------------------------------------------- the client
 class LLMClient:
     """Sync + async chat client over the ``openai`` SDK with retries, JSON and accounting.
+
+    ``timeout`` (seconds, default ``ARIADNEMEM_LLM_TIMEOUT`` or 120) is the total
+    wall-clock deadline of one call, every retry and backoff included.
 
     Thread-safe (the SDK's sync client is); the async client is created per event loop
     because an HTTP connection pool must not outlive the loop it was opened in.
@@ -294,6 +470,7 @@ class LLMClient:
         self._sync = openai_client
         self._sync_http = http_client
         self._sync_lock = threading.Lock()
+        self._sync_guarded = False
         self._async_injected = async_openai_client
         self._async_http = async_http_client
         self._async_by_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
@@ -337,11 +514,14 @@ class LLMClient:
                 if self._sync_http is not None:
                     kw["http_client"] = self._sync_http
                 self._sync = openai.OpenAI(**kw)
+            if not self._sync_guarded:
+                guard_http_client(self._sync)
+                self._sync_guarded = True
             return self._sync
 
     def _async_client(self) -> Any:
         if self._async_injected is not None:
-            return self._async_injected
+            return guard_http_client(self._async_injected)
         loop = asyncio.get_running_loop()
         with self._async_lock:
             # Drop clients of closed loops (their pools are unusable) and reuse this loop's.
@@ -356,7 +536,7 @@ class LLMClient:
             kw = self._client_kwargs()
             if self._async_http is not None:
                 kw["http_client"] = self._async_http
-            client = openai.AsyncOpenAI(**kw)
+            client = guard_http_client(openai.AsyncOpenAI(**kw))
             self._async_by_loop[id(loop)] = (loop, client)
             return client
 
@@ -412,14 +592,20 @@ class LLMClient:
             self._json_mode_rejected()
             return result
 
-    def _retry_kwargs(self, counter: list[int]) -> dict[str, Any]:
+    def _retry_kwargs(self, counter: list[int], deadline: float) -> dict[str, Any]:
         def before_sleep(_: RetryCallState) -> None:
             counter[0] += 1
 
+        def past_deadline(_: RetryCallState) -> bool:
+            return time.monotonic() >= deadline
+
+        def wait(state: RetryCallState) -> float:  # never sleep past the deadline
+            return max(0.0, min(self._backoff(state), deadline - time.monotonic()))
+
         return {
             "retry": retry_if_exception(is_transient),
-            "stop": stop_after_attempt(self.max_retries + 1),
-            "wait": self._backoff,
+            "stop": stop_any(stop_after_attempt(self.max_retries + 1), past_deadline),
+            "wait": wait,
             "before_sleep": before_sleep,
             "reraise": True,
         }
@@ -429,13 +615,18 @@ class LLMClient:
         usage = getattr(completion, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
+        if not hasattr(completion, "choices"):  # an HTML page or plain text, not the API
+            self._usage.record(seconds=elapsed, retries=retries, failed=True)
+            snippet = " ".join(str(completion)[:120].split())
+            raise LLMError(f"LLM server at {self.base_url or 'api.openai.com'} replied with something that is not "
+                           f"a chat completion (an HTML page? check the base URL): {snippet!r}")
         choices = getattr(completion, "choices", None) or []
         if not choices:
             self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
                                failed=True)
             raise LLMError(f"LLM ({self.model}) returned no choices")
         choice = choices[0]
-        text = getattr(choice.message, "content", None) or ""
+        text = replace_surrogates(getattr(choice.message, "content", None) or "")
         finish = getattr(choice, "finish_reason", None)
         resp = LLMResponse(text=text, prompt_tokens=pt, completion_tokens=ct, latency_s=elapsed,
                            retries=retries, model=str(getattr(completion, "model", "") or self.model),
@@ -452,9 +643,16 @@ class LLMClient:
         self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries)
         return resp
 
-    def _fail(self, exc: BaseException, started: float, retries: int) -> LLMError:
+    def _fail(self, exc: BaseException, started: float, retries: int, deadline: float) -> LLMError:
         self._usage.record(seconds=time.perf_counter() - started, retries=retries, failed=True)
         where = self.base_url or "api.openai.com"
+        if isinstance(exc, TimeoutError | _DeadlinePassed) or time.monotonic() >= deadline:
+            return LLMError(f"LLM call to {where} (model {self.model}) passed its total deadline of "
+                            f"{self.timeout:g} s after {retries + 1} attempt(s): {_describe(exc)}")
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(exc, _ReplyTooLarge) or isinstance(cause, _ReplyTooLarge):
+            return LLMError(f"LLM reply from {where} (model {self.model}) is too large "
+                            f"(over {MAX_REPLY_BYTES} bytes); refused")
         return LLMError(
             f"LLM call to {where} (model {self.model}) failed after {retries + 1} attempt(s): {_describe(exc)}"
         )
@@ -467,10 +665,14 @@ class LLMClient:
         req = self._request(messages, json_mode, max_tokens, temperature)
         counter = [0]
         started = time.perf_counter()
+        deadline = time.monotonic() + self.timeout
+        token = _DEADLINE.set(deadline)
         try:
-            completion = Retrying(**self._retry_kwargs(counter))(self._create_sync, req)
+            completion = Retrying(**self._retry_kwargs(counter, deadline))(self._create_sync, req)
         except Exception as exc:
-            raise self._fail(exc, started, counter[0]) from exc
+            raise self._fail(exc, started, counter[0], deadline) from exc
+        finally:
+            _DEADLINE.reset(token)
         return self._finish(completion, started, counter[0], parse)
 
     async def achat(self, messages: Sequence[Message], *, json_mode: bool = False,
@@ -480,10 +682,15 @@ class LLMClient:
         req = self._request(messages, json_mode, max_tokens, temperature)
         counter = [0]
         started = time.perf_counter()
+        deadline = time.monotonic() + self.timeout
+        token = _DEADLINE.set(deadline)
         try:
-            completion: Any = await AsyncRetrying(**self._retry_kwargs(counter))(self._create_async, req)
+            async with asyncio.timeout(self.timeout):
+                completion: Any = await AsyncRetrying(**self._retry_kwargs(counter, deadline))(self._create_async, req)
         except Exception as exc:
-            raise self._fail(exc, started, counter[0]) from exc
+            raise self._fail(exc, started, counter[0], deadline) from exc
+        finally:
+            _DEADLINE.reset(token)
         return self._finish(completion, started, counter[0], parse)
 
     def complete_json(self, messages: Sequence[Message], *, max_tokens: int | None = None,

@@ -10,6 +10,7 @@ the query's EvidenceGraph (Phase II, no LLM call); ``answer`` adds one LLM call.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
@@ -19,10 +20,11 @@ import numpy as np
 
 from .config import Config
 from .embedding import Embedder, MiniLMEmbedder
-from .errors import InvalidInputError, NotFoundError
+from .errors import AriadneMemError, ExtractionError, InvalidInputError, NotFoundError, StoreError
 from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
+from .limits import load_json
 from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
 from .store import Store
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 #: What ``add`` accepts: one turn (a :class:`Turn` or a dict of its fields) or an iterable of them.
 TurnsInput = Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]
+
+log = logging.getLogger(__name__)
 
 #: Longest query used, in characters; a longer question is cut to its *last* part for
 #: retrieval (a long prompt usually ends with the actual question) so retrieval time stays
@@ -85,11 +89,13 @@ class AriadneMemory:
         chroma_host: str | None = None,
         chroma_port: int | None = None,
         chroma_client: ClientAPI | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
         self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
-                           chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port)
+                           chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
+                           lock_timeout=lock_timeout)
         self._ingest = Ingestor(self.store, self.embedder, self.config, extractor)
         self._write_lock = threading.RLock()
         self._llm = llm
@@ -180,17 +186,40 @@ class AriadneMemory:
         if not batch:
             return 0
         with self._write_lock:
+            # One transaction: the turns and their count are stored together or not at all.
             self.store.add_pending(scope, batch)
-            self.store.bump_stats(scope.user_id, {"turns_seen": len(batch)})
-            self._ingest.process(scope, full_only=True)
+            try:
+                self._ingest.process(scope, full_only=True)
+            except Exception as exc:  # the turns are durable: the batch is accepted
+                # Raising now would tell the caller "not stored" about stored turns (a
+                # retry would store them twice). They stay pending and the next add,
+                # flush or close extracts them; flush raises if the cause persists.
+                log.warning("turns of %r stored; extraction deferred: %s: %s", scope.user_id,
+                            type(exc).__name__, exc)
         return len(batch)
 
     def flush(self) -> None:
-        """Extract every pending turn now, including partial windows."""
-        with self._write_lock, self.store.write_guard():
+        """Extract every pending turn now, including partial windows.
+
+        Raises:
+            AriadneMemError: extraction failed (embedder or store error); the turns stay
+                pending, nothing is lost, and a later ``flush`` retries. A turn that can
+                never be processed is quarantined instead (see :meth:`doctor`).
+        """
+        with self._write_lock:
             scopes = {s for _, s, _ in self.store.pending()}
+            errors: list[BaseException] = []
             for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
-                self._ingest.process(scope, full_only=False)
+                try:
+                    self._ingest.process(scope, full_only=False)
+                except Exception as exc:  # one scope's failure must not block the others
+                    errors.append(exc)
+            if errors:
+                first = errors[0]
+                if isinstance(first, AriadneMemError):
+                    raise first
+                raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
+                                      f"{type(first).__name__}: {first}") from first
 
     # ------------------------------------------------------------------ reads
     def entries(self, user_id: str = "default", *, agent_id: str | None = None,
@@ -207,22 +236,23 @@ class AriadneMemory:
         """
         return self.store.entries(Scope(user_id, agent_id, session_id))
 
-    def get(self, entry_id: str, *, user_id: str | None = None) -> Entry:
-        """One entry by id.
+    def get(self, entry_id: str, *, user_id: str = "default") -> Entry:
+        """One entry by id, in ``user_id``'s memory.
 
         Args:
             entry_id: the entry's id.
-            user_id: when given, an entry of another user is not found.
+            user_id: whose memory (like every read, scoped to one user: another user's
+                entry is not found, as if it did not exist).
 
         Returns:
             The entry.
 
         Raises:
-            NotFoundError: no such entry (for that user).
+            NotFoundError: no such entry for that user.
         """
         found = self.store.get([entry_id], user_id)
         if entry_id not in found:
-            raise NotFoundError(f"no entry {entry_id!r}" + (f" for user {user_id!r}" if user_id else ""))
+            raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
         return found[entry_id]
 
     def edges(self, user_id: str = "default") -> list[UpdateEdge]:
@@ -236,19 +266,20 @@ class AriadneMemory:
         """
         return self.store.edges(user_id)
 
-    def history(self, entry_id: str) -> list[Entry]:
+    def history(self, entry_id: str, *, user_id: str = "default") -> list[Entry]:
         """The update chain through ``entry_id``, oldest state first.
 
         Args:
             entry_id: any state of the chain.
+            user_id: whose memory (another user's entry is not found).
 
         Returns:
             Every state linked to it by update edges, the entry itself included.
 
         Raises:
-            NotFoundError: no such entry.
+            NotFoundError: no such entry for that user.
         """
-        entry = self.get(entry_id)
+        entry = self.get(entry_id, user_id=user_id)
         edges = self.store.edges(entry.user_id)
         preds: dict[str, str] = {}
         succs: dict[str, str] = {}
@@ -287,19 +318,19 @@ class AriadneMemory:
         return self.store.stats(user_id)
 
     # ------------------------------------------------------------------ lifecycle
-    def delete(self, entry_id: str, *, user_id: str | None = None) -> None:
+    def delete(self, entry_id: str, *, user_id: str = "default") -> None:
         """Delete one entry from every index (update chains through it are repaired).
 
         Args:
             entry_id: the entry's id.
-            user_id: when given, an entry of another user is not deleted (and not found).
+            user_id: whose memory (another user's entry is not deleted, and not found).
 
         Raises:
-            NotFoundError: no such entry.
+            NotFoundError: no such entry for that user.
         """
         with self._write_lock:
             if not self.store.delete(entry_id, user_id):
-                raise NotFoundError(f"no entry {entry_id!r}")
+                raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
     def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
         """Delete every memory (and pending turn) of a scope.
@@ -320,24 +351,62 @@ class AriadneMemory:
         with self._write_lock:
             self.store.clear()
 
-    def export(self, path: str | Path, *, user_id: str | None = None) -> int:
-        """Write the whole memory, or one user's part of it, to a JSONL file (embeddings
-        included), atomically: the file is complete or absent.
+    def doctor(self, *, repair: bool = True) -> dict[str, Any]:
+        """Check the store and repair what can be repaired (see :meth:`Store.doctor`):
+        unreadable entries and pending turns are quarantined with their reason (kept,
+        never read back), and the dense index is rebuilt where it drifted from the
+        records.
 
         Args:
-            path: the file to write (its directory must exist).
+            repair: quarantine and rebuild (True) or only report (False).
+
+        Returns:
+            The report: entries checked, problems found, repairs made, and every
+            quarantined row (kind, scope, reason).
+        """
+        with self._write_lock:
+            return self.store.doctor(repair=repair)
+
+    def export(self, path: str | Path, *, user_id: str | None = None) -> int:
+        """Write the whole memory, or one user's part of it, to a JSONL file (embeddings
+        included).
+
+        A regular file is replaced atomically (a reader sees the old export or the new
+        one). A special file (``/dev/stdout``, a FIFO, a device) is written through in
+        place, never replaced by a regular file, and a failed write (``/dev/full``) is an
+        error. A directory, or a path whose directory does not exist, is an
+        :class:`InvalidInputError`; any other write failure a :class:`StoreError`.
+
+        Args:
+            path: the file to write.
             user_id: only this user's records (a per-user data export).
 
         Returns:
             How many lines were written.
         """
         import json
+        import stat
 
+        target = Path(path)
+        try:
+            mode: int | None = target.stat().st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            raise StoreError(f"cannot export to {target}: {exc.strerror or exc}") from None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise InvalidInputError("path", f"{target} is a directory; name a file inside it")
+        if mode is None and not target.parent.is_dir():
+            raise InvalidInputError("path", f"directory {target.parent} does not exist")
+        special = mode is not None and not stat.S_ISREG(mode)
         n = 0
-        with self._write_lock, atomic_open(path) as fh:
-            for row in self.store.export_rows(user_id):
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                n += 1
+        try:
+            with self._write_lock, (open(target, "w", encoding="utf-8") if special else atomic_open(target)) as fh:
+                for row in self.store.export_rows(user_id):
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    n += 1
+        except OSError as exc:
+            raise StoreError(f"cannot export to {target}: {exc.strerror or exc}") from None
         return n
 
     def import_(self, path: str | Path) -> int:
@@ -357,7 +426,7 @@ class AriadneMemory:
             StoreError: another embedder's export, or entries this memory already holds.
         """
         with self._write_lock:
-            return self.store.import_rows(read_export(path))
+            return self.store.import_rows(read_export_lines(path))
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
@@ -466,24 +535,25 @@ def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     """The records of a JSONL export, checked as they are read: a malformed line raises
     :class:`InvalidInputError` naming it, and so does a file whose first record is not the
     export's meta record (not an export at all). An empty file yields nothing."""
-    import json
+    for _, row in read_export_lines(path):
+        yield row
 
+
+def read_export_lines(path: str | Path) -> Generator[tuple[int, dict[str, Any]], None, None]:
+    """:func:`read_export` with each record's line number (for error messages)."""
     with Path(path).open(encoding="utf-8") as fh:
         first = True
         try:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidInputError(f"{path} line {lineno}", f"invalid JSON ({exc.msg})") from None
+                row = load_json(line, f"{path} line {lineno}")
                 if first and not (isinstance(row, dict) and row.get("type") == "meta"):
                     raise InvalidInputError(str(path), "not an ariadnemem export (no meta record first)")
                 if not isinstance(row, dict):
                     raise InvalidInputError(f"{path} line {lineno}", "expected a JSON object")
                 first = False
-                yield row
+                yield lineno, row
         except UnicodeDecodeError as exc:
             raise InvalidInputError(str(path), f"not UTF-8 text ({exc.reason})") from None
 

@@ -16,7 +16,6 @@ metadata, JSON, LLM prompts) accepts, or it raises :class:`InvalidInputError`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import uuid
@@ -28,10 +27,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
+from .limits import MAX_TEXT_CHARS, check_metadata, check_name
 
-#: Longest accepted turn text in characters. Longer texts are rejected with a clear error
-#: rather than silently truncated (nothing is lost without the caller knowing).
-MAX_TEXT_CHARS = 200_000
 #: Fields accepted by :meth:`Turn.from_dict`.
 TURN_FIELDS = ("speaker", "text", "timestamp", "turn_id", "metadata")
 
@@ -161,7 +158,8 @@ class Turn:
         if not isinstance(self.speaker, str):
             raise InvalidInputError("speaker", f"expected str, got {type(self.speaker).__name__}")
         check_unicode(self.speaker, "speaker")
-        self.speaker = clean_text(self.speaker).strip()
+        # One line: a newline in a name would start a forged line wherever it is printed.
+        self.speaker = check_name(clean_text(self.speaker), "speaker") or ""
         if not self.speaker:
             raise InvalidInputError("speaker", "must be a non-empty string")
         if not isinstance(self.text, str):
@@ -181,16 +179,14 @@ class Turn:
             self.turn_id = new_id("t-")
         elif not isinstance(self.turn_id, str) or not self.turn_id.strip():
             raise InvalidInputError("turn_id", "must be a non-empty string or None")
+        check_name(self.turn_id, "turn_id")
         check_unicode(self.turn_id, "turn_id")
         if not isinstance(self.metadata, Mapping):
             raise InvalidInputError("metadata", f"expected a dict, got {type(self.metadata).__name__}")
         self.metadata = dict(self.metadata)
         # The turn is persisted as JSON before processing; check it encodes now rather
         # than fail inside the store (or, for a surrogate, at every later commit).
-        try:
-            json.dumps(self.metadata, ensure_ascii=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError("metadata", f"must be JSON-serializable valid Unicode: {exc}") from None
+        check_metadata(self.metadata)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Turn:
@@ -385,6 +381,7 @@ class Scope:
                 raise InvalidInputError(name, f"expected str or None, got {type(value).__name__}")
             if value is not None:
                 check_unicode(value, name)  # hashed into index names: must encode as UTF-8
+                check_name(value, name)
 
     def matches(self, entry: Entry) -> bool:
         """Whether ``entry`` belongs to this scope: the same user and, when this scope

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .errors import LLMError
+from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, system_user
 
 
@@ -125,7 +126,8 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
         answer = resp.text.strip().splitlines()[0] if resp.text.strip() else ""
     if isinstance(answer, list):
         answer = ", ".join(str(a) for a in answer)
-    text = str(answer).strip() or NOT_FOUND
+    # Bounded like any stored text: a runaway model must not hand back megabytes.
+    text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
     known = set(_LABEL.findall(memory_text))
     labels = [c for c in cited if isinstance(c, str) and c in known] if isinstance(cited, list) else []
     return text, labels

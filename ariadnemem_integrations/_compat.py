@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ariadnemem_core import Turn
+from ariadnemem_core.serialize import quote
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
@@ -120,12 +121,16 @@ def ranked_facts(graph: EvidenceGraph) -> list[Fact]:
 
 
 def paths_text(graph: EvidenceGraph) -> str | None:
-    """The reasoning paths written with fact texts (one path per line), or None."""
+    """The reasoning paths written with fact texts (one path per line), or None.
+
+    Fact texts are quoted as in ``to_text()`` (one JSON string literal each), so a stored
+    newline or quote cannot start a forged ``[F1] (latest) ...`` line in this document.
+    """
     by_id = {f.id: f for f in graph.facts}
     lines = []
     for p in graph.paths:
         if all(i in by_id for i in p):
-            lines.append(" -> ".join(f"[{by_id[i].label}] {by_id[i].text}" for i in p))
+            lines.append(" -> ".join(f"[{by_id[i].label}] {quote(by_id[i].text)}" for i in p))
     return "\n".join(lines) if lines else None
 
 

@@ -19,6 +19,10 @@ Each POST ``/v1/chat/completions`` consumes the next *cue* (``server.queue(...)`
 ``500``       HTTP 500
 ``timeout``   sleeps ``server.sleep_s`` then answers ``good`` (past a short client timeout)
 ``400_rf``    HTTP 400 if the request has ``response_format``, else ``good``
+``drip``      a ``good`` reply whose body is sent one byte per ``server.drip_s`` seconds
+``endless``   a chunked body that never ends (one chunk per ``server.drip_s`` seconds)
+``html``      HTTP 200 with an HTML page (a proxy or login page in front of the model)
+``huge``      a valid reply whose content is ``server.huge_chars`` characters long
 A callable cue gets the request body and returns ``(status, content_or_payload)``.
 """
 
@@ -50,6 +54,8 @@ class FakeOpenAIServer:
         self.default = default
         self.answer = "a short answer"
         self.sleep_s = 1.5
+        self.drip_s = 1.0
+        self.huge_chars = 5_000_000
         self.requests: list[dict[str, Any]] = []
         self._cues: deque[Any] = deque()
         self._lock = threading.Lock()
@@ -93,6 +99,9 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    if cue in ("drip", "endless", "html"):
+                        _send_raw(self, server, cue, body)
+                        return
                     status, payload, delay = server._respond(cue, body)
                     if delay:
                         time.sleep(delay)
@@ -205,10 +214,43 @@ class FakeOpenAIServer:
             "429": lambda: error(429, "Rate limit reached"),
             "500": lambda: error(500, "internal server error"),
             "timeout": lambda: ok(good, self.sleep_s),
+            "huge": lambda: ok("x" * self.huge_chars),
         }
         if cue in replies:
             return replies[cue]()
         raise ValueError(f"unknown cue {cue!r}")
+
+
+def _send_raw(self: BaseHTTPRequestHandler, server: FakeOpenAIServer, cue: str, body: dict[str, Any]) -> None:
+    """The replies that are not one JSON document: an HTML page, a drip, an endless body."""
+    if cue == "html":
+        page = b"<html><body><h1>Welcome</h1>Please log in.</body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+        return
+    data = json.dumps(server.completion(body, json.dumps(server.good_json(body)))).encode()
+    self.send_response(200)
+    self.send_header("content-type", "application/json")
+    if cue == "drip":
+        self.send_header("content-length", str(len(data)))
+    else:
+        self.send_header("transfer-encoding", "chunked")
+    self.end_headers()
+    self.wfile.flush()
+    for i in range(10**9):
+        if server._httpd is None:
+            return
+        if cue == "drip":
+            if i >= len(data):
+                return
+            self.wfile.write(data[i:i + 1])
+        else:
+            self.wfile.write(b"1\r\n \r\n")
+        self.wfile.flush()
+        time.sleep(server.drip_s)
 
 
 def fake_client(server: FakeOpenAIServer, **kw: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from fake_openai_server import FakeOpenAIServer, fake_client
@@ -107,13 +108,18 @@ def test_429_then_success_is_retried(server: FakeOpenAIServer) -> None:
     assert client.usage["retries"] == 2 and client.usage["failures"] == 0
 
 
-def test_timeout_then_success_is_retried(server: FakeOpenAIServer) -> None:
+def test_timeout_is_the_deadline_of_the_whole_call(server: FakeOpenAIServer) -> None:
+    """A slow reply ends the call at ``timeout`` (retries included), with no retry after
+    the deadline; the next call gets its own deadline."""
     server.sleep_s = 1.0
     server.queue("timeout", "good")
     client = make_client(server, timeout=0.25)
+    t0 = time.perf_counter()
+    with pytest.raises(LLMError, match=r"deadline of 0\.25 s"):
+        client.complete_json(MSGS)
+    assert time.perf_counter() - t0 < 0.9
+    assert server.count == 1 and client.usage["failures"] == 1
     assert "answer" in client.complete_json(MSGS).data
-    assert server.count == 2
-    assert client.usage["retries"] == 1
 
 
 def test_500_forever_fails_after_retries(server: FakeOpenAIServer) -> None:

@@ -141,6 +141,10 @@ def handle_errors(func: F) -> F:
             raise fail(str(exc.args[0]) if exc.args else type(exc).__name__) from None
         except OSError as exc:
             raise fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}") from None
+        except (RecursionError, OverflowError, MemoryError) as exc:
+            # Input too deep or too large for Python itself (nested JSON, huge numbers):
+            # still one clean error line, never a traceback.
+            raise fail(f"input too deeply nested or too large ({type(exc).__name__}: {exc})") from None
         except KeyboardInterrupt:
             err.print("interrupted")
             raise typer.Exit(130) from None

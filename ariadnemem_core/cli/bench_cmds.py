@@ -198,6 +198,26 @@ def ingest(
     print(f"wrote {Path(res['out']) / 'ingest.md'} and ingest.json")
 
 
+@bench_app.command("reliability")
+@handle_errors
+def reliability(
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/reliability"),
+    processes: Annotated[int, typer.Option("--processes", min=2, help="Processes opening one new store.")] = 40,
+    cases: Annotated[int, typer.Option("--cases", min=1, help="Hostile import cases.")] = 300,
+    quiet: QuietOpt = False,
+) -> None:
+    """Long turns, concurrent first opens, a slow-drip LLM server and hostile imports (offline)."""
+    from ..bench.reliability import run_reliability
+
+    res = run_reliability(out_dir, processes=processes, cases=cases, log=(lambda _: None) if quiet else print)
+    lt, co, sd, hi = res["long_turns"], res["concurrent_opens"], res["slow_drip"], res["hostile_imports"]
+    print(f"long turns: CPU per character max/min {lt['max_over_min_per_char']}x; "
+          f"opens: {co['opened_ok']}/{co['processes']} ok, nothing lost {co['nothing_lost']}; "
+          f"drip: within deadline {sd['all_within_deadline_plus_1s']}; imports: {hi['outcomes']}, "
+          f"raw {hi['raw_exceptions']}, changed {hi['refused_imports_that_changed_the_store']}")
+    print(f"wrote {Path(res['out']) / 'reliability.md'} and reliability.json")
+
+
 @bench_app.command("latency")
 @handle_errors
 def latency(

@@ -57,6 +57,8 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise InputFileError(f"{name} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputFileError(f"{name}: JSON nested too deeply") from None
     if fmt == "locomo" or _looks_like_locomo(data):
         return _locomo_batches(data, name, user_id if user_given else None, conversations)
     if conversations:
@@ -83,6 +85,8 @@ def _sniff(path: Path, raw: str) -> tuple[Format, Any]:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             return ("jsonl" if exc.msg == "Extra data" else "json"), None
+        except RecursionError:
+            raise InputFileError(f"{path}: JSON nested too deeply") from None
         if isinstance(data, Mapping) and "turns" not in data and "conversation" not in data:
             return "jsonl", None  # one turn object
         return "json", data
@@ -98,6 +102,8 @@ def _jsonl_turns(raw: str, name: str) -> list[Turn]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputFileError(f"{name} line {lineno}: invalid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputFileError(f"{name} line {lineno}: JSON nested too deeply") from None
         turns.append(_turn(item, f"{name} line {lineno}"))
     return turns
 

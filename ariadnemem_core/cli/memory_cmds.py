@@ -49,7 +49,7 @@ PICTURE_HELP = "Also draw the evidence graph to this file: .png, .svg, .html (se
 
 
 def register(app: typer.Typer) -> None:
-    for func in (add, retrieve, ask, entries, history, stats, export, import_, forget, delete):
+    for func in (add, retrieve, ask, entries, history, stats, doctor, export, import_, forget, delete):
         name = func.__name__.rstrip("_")
         app.command(name)(handle_errors(func))
 
@@ -268,8 +268,7 @@ def history(
 ) -> None:
     """Show the update chain through an entry (LINK edges), oldest state first."""
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
-        mem.get(entry_id, user_id=user)  # NotFoundError (exit 1) for another user's entry
-        chain = mem.history(entry_id)
+        chain = mem.history(entry_id, user_id=user)  # NotFoundError (exit 1) for another user's entry
     if as_json:
         emit_json([e.to_dict(with_embedding=False) for e in chain])
         return
@@ -300,6 +299,36 @@ def stats(
             out.print(Text("no users: the memory is empty", style="yellow"))
 
 
+def doctor(
+    store: StoreOpt = None,
+    check_only: Annotated[bool, typer.Option("--check-only", help="Report problems without repairing them.")] = False,
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the store and repair what can be repaired: quarantine unreadable rows, rebuild a drifted index.
+
+    Unreadable entries and pending turns are moved to the quarantine with their reason
+    (kept, never read back); the dense index is rebuilt where it disagrees with the
+    records. Exit code 0 when the store is (now) healthy, 1 when problems remain.
+    """
+    with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
+        report = mem.doctor(repair=not check_only)
+    problems = len(report["bad_entries"]) + len(report["bad_pending"]) + len(report["drifted_users"])
+    if as_json:
+        emit_json(report)
+    else:
+        out.print(counters_table("doctor", {
+            "entries checked": report["entries"], "unreadable entries": len(report["bad_entries"]),
+            "invalid pending turns": len(report["bad_pending"]), "users with index drift": len(report["drifted_users"]),
+            "quarantined now": report["quarantined_now"], "vectors re-pushed": report["reindexed"],
+            "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])}))
+        for q in report["quarantined"]:
+            out.print(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}")
+    if check_only and problems:
+        raise typer.Exit(1)
+
+
 def export(
     file: Annotated[Path, typer.Argument(
         metavar="FILE", help="JSONL file to write (entries with embeddings, edges, counters).")],
@@ -312,6 +341,8 @@ def export(
     """Write the whole memory, or one user's part of it, to a JSONL file."""
     if not file.parent.expanduser().is_dir():
         raise typer.BadParameter(f"no such directory: {file.parent}", param_hint="FILE")
+    if file.expanduser().is_dir():
+        raise typer.BadParameter(f"{file} is a directory", param_hint="FILE")
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         n = mem.export(file.expanduser(), user_id=user)
     emit_json({"file": str(file), "lines": n}) if as_json else out.print(f"wrote {n} lines to {file}")

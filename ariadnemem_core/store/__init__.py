@@ -20,6 +20,7 @@ stores can share one server without ever reading each other's vectors.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import sqlite3
 import tempfile
@@ -29,18 +30,33 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError
+from ..errors import InvalidInputError, StoreError
 from ..models import Scope
 from . import transfer
 from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, _close_client, collection_name
 from .locking import DB_FILENAME
-from .records import _SCHEMA, SCHEMA_VERSION, STAT_KEYS, Records, WindowCommit, _scope_sql, fts_query, scope_token
+from .records import (
+    _SCHEMA,
+    SCHEMA_VERSION,
+    STAT_KEYS,
+    PendingConflict,
+    Records,
+    WindowCommit,
+    _scope_sql,
+    _turn_from_json,
+    fts_query,
+    scope_token,
+)
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-__all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "Store", "WindowCommit",
+#: Created once a store's first set-up (schema, meta, dense index files) has finished.
+READY_MARKER = "ready"
+
+__all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "PendingConflict", "Store",
+           "WindowCommit",
            "collection_name", "fts_query", "scope_token"]
 
 
@@ -55,11 +71,17 @@ class Store(Records, DenseIndex):
         chroma_client: a configured ``chromadb`` client to hold the vectors (server mode).
         chroma_host: a Chroma server's host (server mode); not together with ``chroma_client``.
         chroma_port: the server's port (default 8000).
+        lock_timeout: longest wait for a writer lock in seconds (default
+            ``ARIADNEMEM_LOCK_TIMEOUT`` or 60); a longer wait raises :class:`StoreError`.
+
+    Opening never needs the write lock of a healthy store (a stopped writer cannot keep
+    others from reading), and several processes may open a brand-new directory at once:
+    the first-time set-up (schema, meta, the chromadb files) runs under ``init.lock``.
     """
 
     def __init__(self, path: str | Path | None, *, dim: int, embedder_name: str,
                  chroma_client: ClientAPI | None = None, chroma_host: str | None = None,
-                 chroma_port: int | None = None) -> None:
+                 chroma_port: int | None = None, lock_timeout: float | None = None) -> None:
         self._temp = path is None
         if chroma_client is not None and chroma_host is not None:
             raise StoreError("pass either chroma_client or chroma_host, not both")
@@ -72,9 +94,53 @@ class Store(Records, DenseIndex):
         self._dense_behind = False
         self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
         self.dim = dim
-        self._init_guard()
+        self._init_guard(lock_timeout)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            init = (self.path / "init.lock").open("a+")
+        except OSError as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        if chroma_client is None:
+            import chromadb  # noqa: F401 - imported before the set-up lock, not while holding it
+        try:
+            # Serializes the *first* set-up across processes: SQLite's schema script and
+            # chromadb's first migration both fail ("table ... already exists", "database
+            # is locked") when several processes create the same store at once. Once one
+            # process has set the store up (the READY marker), opens take no lock at all.
+            if self._set_up_or_ready(init.fileno()):
+                self._open(embedder_name)
+            else:
+                self._open(embedder_name)
+                (self.path / READY_MARKER).touch()
+        finally:
+            init.close()  # releases the flock
+        self._collections: dict[str, Collection] = {}
+        self._gen = self._generation()
+        self._reconciled = False
+        if self.remote:
+            self._ensure_reconciled()
+
+    def _set_up_or_ready(self, fd: int) -> bool:
+        """Wait until this process holds the set-up lock (False: set the store up) or the
+        store is ready (True: open it without the lock), at most ``lock_timeout``."""
+        ready = self.path / READY_MARKER
+        deadline = time.monotonic() + self._lock_timeout
+        pause = 0.005
+        while not ready.exists():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"timed out after {self._lock_timeout:g} s waiting for another process to set "
+                                     f"up the new store at {self.path}") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+                continue
+            return ready.exists()  # it may have become ready just before we got the lock
+        return True
+
+    def _open(self, embedder_name: str) -> None:
+        try:
             self._connect()
             self._db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
@@ -93,11 +159,6 @@ class Store(Records, DenseIndex):
             if self._temp:
                 shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self._collections: dict[str, Collection] = {}
-        self._gen = self._generation()
-        self._reconciled = False
-        if self.remote:
-            self._ensure_reconciled()
 
     @staticmethod
     def exists(path: str | Path) -> bool:
@@ -209,6 +270,49 @@ class Store(Records, DenseIndex):
                     self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
             self._collections.clear()
 
+    # ------------------------------------------------------------------ checks
+    def doctor(self, *, repair: bool = True) -> dict[str, Any]:
+        """Check every record and the dense index; with ``repair``, fix what can be fixed.
+
+        Unreadable entries (broken fields, a vector of the wrong size or with NaN/Inf)
+        and pending turns that are not valid turns are moved to the quarantine with their
+        reason, and the dense index is rebuilt wherever it disagrees with the records
+        (index drift). Nothing is deleted: quarantined rows stay in the ``quarantine``
+        table.
+
+        Args:
+            repair: quarantine and rebuild (True) or only report (False).
+
+        Returns:
+            ``entries`` checked, ``bad_entries`` found (id, reason), ``bad_pending``
+            found, the reconcile counts (``reindexed``, ``removed``, ``rebuilt_users``,
+            ``quarantined_now``), ``drifted_users`` and every ``quarantined`` row.
+        """
+        bad = self.bad_entries()
+        report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],
+                                  "drifted_users": self._drift()[1]}
+        rows = self._read("SELECT seq, turn FROM pending_turns ORDER BY seq")
+        bad_pending = []
+        for seq, raw in rows:
+            try:
+                _turn_from_json(raw)
+            except InvalidInputError as exc:
+                bad_pending.append((seq, str(exc)))
+        report["bad_pending"] = [list(b) for b in bad_pending]
+        counts = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
+        if repair:
+            with self._write_guard():
+                if bad:
+                    counts["quarantined"] += self.quarantine_entries(bad)
+                if bad_pending:
+                    self.quarantine_pending(bad_pending)
+                    counts["quarantined"] += len(bad_pending)
+                counts = {k: counts[k] + v for k, v in self.reconcile().items()}
+        report.update({k: v for k, v in counts.items() if k != "quarantined"})
+        report["quarantined_now"] = counts["quarantined"]
+        report["quarantined"] = self.quarantined()
+        return report
+
     # ------------------------------------------------------------------ export / import
     def export_rows(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every record as JSON-able dicts (see :func:`.transfer.export_rows`)."""
@@ -219,6 +323,15 @@ class Store(Records, DenseIndex):
         return transfer.import_rows(self, rows)
 
     def close(self) -> None:
+        # Wait (bounded) for a commit in flight in another thread; close regardless.
+        owned = self._wlock.acquire(timeout=self._lock_timeout)
+        try:
+            self._close()
+        finally:
+            if owned:
+                self._wlock.release()
+
+    def _close(self) -> None:
         with self._lock:
             if self._closed:
                 return

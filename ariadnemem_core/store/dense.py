@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import StoreError
 from ..models import Entry, Scope, to_epoch
 from .locking import Guarded
-from .records import ENTRY_COLUMNS, row_to_entry
+from .records import ENTRY_COLUMNS, readable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -107,7 +107,9 @@ class DenseIndex(Guarded):
             return
         self._reconciled = True
         try:
-            self.reconcile()
+            # on_open: no write lock unless repairs are due, and none at all if a stopped
+            # writer holds it (the repairs then wait for the next write).
+            self.reconcile(on_open=True)
         except BaseException:
             self._reconciled = False
             raise
@@ -140,34 +142,75 @@ class DenseIndex(Guarded):
         self._chroma = self._open_chroma()
 
 
-    def reconcile(self) -> dict[str, int]:
+    def _drift(self) -> tuple[bool, list[str]]:
+        """(tombstones or unindexed rows exist, users whose vector count differs)."""
+        dirty = bool(self._read("SELECT 1 FROM tombstones LIMIT 1")
+                     or self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"))
+        drifted = []
+        with self._lock:
+            for (user_id, n) in self._read("SELECT user_id, COUNT(*) FROM entries GROUP BY user_id"):
+                if self._collection(user_id).count() != n:
+                    drifted.append(user_id)
+        return dirty, drifted
+
+    def reconcile(self, *, on_open: bool = False) -> dict[str, int]:
         """Make the dense index agree with the records (run before a process's first dense
-        operation, and on open in server mode; cheap when clean)."""
-        report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0}
-        with self._write_guard():
+        operation, and on open in server mode; cheap when clean).
+
+        Rows that cannot be indexed (a vector of the wrong size or with NaN/Inf, broken
+        fields) are quarantined with their reason instead of failing this and every
+        later open. ``on_open``: check without the write lock first, and if repairs are
+        needed but the lock stays taken (a stopped writer), leave them to the next write
+        rather than refuse to open.
+        """
+        report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
+        if on_open:
+            dirty, drifted = self._drift()
+            if not dirty and not drifted:
+                return report
+        try:
+            guard = self._write_guard()
+            guard.__enter__()
+        except StoreError:
+            if not on_open:
+                raise
+            self._dense_behind = True
+            return report
+        try:
+            self._reconcile(report)
+        finally:
+            guard.__exit__(None, None, None)
+        return report
+
+    def _reconcile(self, report: dict[str, int]) -> None:
+        bad = self.bad_entries(only_unindexed=True)
+        if bad:
+            report["quarantined"] += self.quarantine_entries(bad)
+        with self._lock:
             for entry_id, user_id in self._read("SELECT entry_id, user_id FROM tombstones"):
                 self._collection(user_id).delete(ids=[entry_id])
                 report["removed"] += 1
-            with self._tx() as db:
-                db.execute("DELETE FROM tombstones")
-            pending = self._read(
-                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE indexed = 0 ORDER BY seq"
-            )
-            if pending:
-                self._index([row_to_entry(r) for r in pending])
-                report["reindexed"] = len(pending)
-            for (user_id, n) in self._read("SELECT user_id, COUNT(*) FROM entries GROUP BY user_id"):
-                if self._collection(user_id).count() != n:
-                    self._rebuild_user(user_id)
-                    report["rebuilt_users"] += 1
-        return report
+        with self._tx() as db:
+            db.execute("DELETE FROM tombstones")
+        pending = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE indexed = 0 ORDER BY seq")
+        if pending:
+            self._index(readable(pending))
+            report["reindexed"] = len(pending)
+        for user_id in self._drift()[1]:
+            report["quarantined"] += self._rebuild_user(user_id)
+            report["rebuilt_users"] += 1
 
-    def _rebuild_user(self, user_id: str) -> None:
-        with suppress(Exception):
-            self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
-        self._collections.pop(user_id, None)
+    def _rebuild_user(self, user_id: str) -> int:
+        """Re-create a user's collection from the records; returns rows quarantined."""
+        bad = self.bad_entries(user_id=user_id)
+        moved = self.quarantine_entries(bad) if bad else 0
+        with self._lock:
+            with suppress(Exception):
+                self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
+            self._collections.pop(user_id, None)
         rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user_id,))
-        self._index([row_to_entry(r) for r in rows])
+        self._index(readable(rows))
+        return moved
 
     @contextmanager
     def _dense(self, what: str) -> Iterator[None]:
@@ -200,7 +243,7 @@ class DenseIndex(Guarded):
         for entry in entries:
             by_user.setdefault(entry.user_id, []).append(entry)
         for user_id, group in by_user.items():
-            with self._dense("store vectors"):
+            with self._lock, self._dense("store vectors"):
                 col = self._collection(user_id)
                 for start in range(0, len(group), 1000):
                     chunk = group[start : start + 1000]
@@ -234,8 +277,8 @@ class DenseIndex(Guarded):
         if len(vectors) == 0:
             return []
         n = int(self._read("SELECT COUNT(*) FROM entries WHERE user_id = ?", (scope.user_id,))[0][0])
+        self._catch_up()  # before the connection lock: it may take the writer locks
         with self._lock:
-            self._catch_up()
             if n == 0:  # no collection is created for a user who has nothing
                 return [[] for _ in range(len(vectors))]
             with self._dense("search"):

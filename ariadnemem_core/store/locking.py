@@ -1,20 +1,28 @@
 """Who may write, and when a reader must look again: the store's concurrency layer.
 
-Threads: one ``RLock``. Processes: SQLite in WAL mode with a busy timeout serializes the
-records, an exclusive ``flock`` on ``write.lock`` serializes writers across the SQLite
-transaction *and* the chromadb write that follows it, and a generation counter in
-``meta`` (bumped by every write) tells a process that another one wrote: its chromadb
-client, which caches the vector index in memory, is then reopened before the next dense
-read or write, and its read cache is emptied. Readers never take the file lock; they see
-whole entries (SQLite snapshots), at worst without the vectors of a write that is still
-in flight.
+Threads: a writer ``RLock`` and a connection ``RLock`` (always taken in that order; the
+connection lock is held only while a statement or a dense call runs). Processes: SQLite
+in WAL mode with a busy timeout serializes the records, an exclusive ``flock`` on
+``write.lock`` serializes writers across the SQLite transaction *and* the chromadb write
+that follows it, and a generation counter in ``meta`` (bumped by every write) tells a
+process that another one wrote: its chromadb client, which caches the vector index in
+memory, is then reopened before the next dense read or write, and its read cache is
+emptied. Readers never take the file lock; they see whole entries (SQLite snapshots), at
+worst without the vectors of a write that is still in flight.
+
+Every wait is bounded: the writer locks are waited for at most ``lock_timeout`` seconds
+(``ARIADNEMEM_LOCK_TIMEOUT``, default 60), then a :class:`StoreError` says the store is
+busy. Writers hold the locks only around commits (extraction runs outside them), so a
+wait that long means a writer is stuck (stopped, or hung in its commit), not busy.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -25,6 +33,49 @@ from ..errors import StoreError
 
 #: The records file inside a store directory.
 DB_FILENAME = "memory.sqlite3"
+#: Environment variable overriding :data:`DEFAULT_LOCK_TIMEOUT_S`.
+ENV_LOCK_TIMEOUT = "ARIADNEMEM_LOCK_TIMEOUT"
+#: Longest wait for a writer lock, in seconds. A commit takes milliseconds to a few
+#: seconds (a large import); a lock held for a minute belongs to a stuck process.
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+
+
+def lock_timeout_from_env(value: float | None = None) -> float:
+    """``value``, else ``ARIADNEMEM_LOCK_TIMEOUT``, else the default (seconds, > 0)."""
+    if value is None:
+        raw = os.environ.get(ENV_LOCK_TIMEOUT, "")
+        try:
+            value = float(raw) if raw.strip() else DEFAULT_LOCK_TIMEOUT_S
+        except ValueError:
+            raise StoreError(f"{ENV_LOCK_TIMEOUT} must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise StoreError(f"lock timeout must be positive, got {value}")
+    return float(value)
+
+
+def flock_within(fd: int, timeout: float, what: str) -> None:
+    """Take an exclusive ``flock`` on ``fd``, waiting at most ``timeout`` seconds.
+
+    ``flock`` itself cannot time out, so this polls ``LOCK_NB`` with a growing sleep
+    (1 ms to 50 ms): the cost of a free lock is one system call.
+
+    Raises:
+        StoreError: the lock stayed taken for ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"timed out after {timeout:g} s waiting for the {what} lock: another process holds it "
+                    f"(stopped or hung?); retry later, raise {ENV_LOCK_TIMEOUT}, or stop that process"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 class Guarded:
@@ -40,8 +91,10 @@ class Guarded:
     _db: sqlite3.Connection
     _lockfile: IO[str]
 
-    def _init_guard(self) -> None:
+    def _init_guard(self, lock_timeout: float | None = None) -> None:
+        self._lock_timeout = lock_timeout_from_env(lock_timeout)
         self._lock = threading.RLock()
+        self._wlock = threading.RLock()
         self._closed = False
         self._guard_depth = 0
         self._gen = -1
@@ -70,11 +123,16 @@ class Guarded:
 
     @contextmanager
     def _write_guard(self) -> Iterator[None]:
-        with self._lock:
+        if self._closed:
+            raise StoreError("the store is closed")
+        if not self._wlock.acquire(timeout=self._lock_timeout):
+            raise StoreError(f"timed out after {self._lock_timeout:g} s waiting for the write lock held by "
+                             "another thread of this process")
+        try:
             if self._closed:
                 raise StoreError("the store is closed")
             if self._guard_depth == 0:
-                fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_EX)
+                flock_within(self._lockfile.fileno(), self._lock_timeout, "store's write")
             self._guard_depth += 1
             try:
                 yield
@@ -82,6 +140,8 @@ class Guarded:
                 self._guard_depth -= 1
                 if self._guard_depth == 0:
                     fcntl.flock(self._lockfile.fileno(), fcntl.LOCK_UN)
+        finally:
+            self._wlock.release()
 
     def write_guard(self) -> AbstractContextManager[None]:
         """Hold the cross-process writer lock across several store calls (reentrant)."""
@@ -94,7 +154,7 @@ class Guarded:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._write_guard():
+        with self._write_guard(), self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 if self._generation() != self._gen:

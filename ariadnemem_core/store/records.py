@@ -19,13 +19,14 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import InvalidInputError, StoreError
+from ..limits import check_entry, load_json
 from ..models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 from ..text import QUERY_STOPWORDS
 from .locking import Guarded
@@ -115,6 +116,20 @@ CREATE TABLE IF NOT EXISTS stats (
 );
 CREATE TABLE IF NOT EXISTS tombstones (entry_id TEXT PRIMARY KEY, user_id TEXT NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope, body, tokenize = 'porter unicode61');
+-- Rows that cannot be used (a pending turn that is not a valid turn, an entry whose
+-- embedding or fields are broken) are moved here with the reason instead of failing every
+-- later operation: kept (nothing is lost), reported by stats()/doctor(), never read back.
+CREATE TABLE IF NOT EXISTS quarantine (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    user_id TEXT,
+    agent_id TEXT,
+    session_id TEXT,
+    ref TEXT,
+    payload TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
 """
 
 ENTRY_COLUMNS = (
@@ -159,6 +174,11 @@ class WindowCommit:
 
 
 
+class PendingConflict(StoreError):
+    """A window's pending turns were committed by another writer while it was extracted
+    (the transaction is rolled back; the ingestor re-reads what is still pending)."""
+
+
 class Records(Guarded):
     """The SQLite side of :class:`~ariadnemem_core.store.Store`: every table and its reads."""
 
@@ -167,14 +187,17 @@ class Records(Guarded):
     dim: int
 
     def _check_meta(self, embedder_name: str) -> None:
-        with self._tx() as db:
-            rows = dict(db.execute("SELECT key, value FROM meta WHERE key != 'generation'").fetchall())
-            if not rows:
-                db.executemany(
-                    "INSERT INTO meta(key, value) VALUES (?, ?)",
-                    [("schema", str(SCHEMA_VERSION)), ("embedder", embedder_name), ("dim", str(self.dim))],
-                )
-                return
+        # Read first: an existing store is opened without the write lock.
+        rows = dict(self._read("SELECT key, value FROM meta WHERE key != 'generation'"))
+        if not rows:
+            with self._tx() as db:
+                rows = dict(db.execute("SELECT key, value FROM meta WHERE key != 'generation'").fetchall())
+                if not rows:
+                    db.executemany(
+                        "INSERT INTO meta(key, value) VALUES (?, ?)",
+                        [("schema", str(SCHEMA_VERSION)), ("embedder", embedder_name), ("dim", str(self.dim))],
+                    )
+                    return
         if int(rows.get("schema", "0")) != SCHEMA_VERSION:
             raise StoreError(f"store schema {rows.get('schema')} is not supported (need {SCHEMA_VERSION})")
         if rows.get("embedder") != embedder_name or int(rows.get("dim", "0")) != self.dim:
@@ -186,6 +209,9 @@ class Records(Guarded):
 
     def _store_id(self) -> str:
         """This store's id (made once, kept in ``meta``): the server-side name prefix."""
+        row = self._read("SELECT value FROM meta WHERE key = 'store_id'")
+        if row:
+            return str(row[0][0])
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
             if row:
@@ -199,14 +225,19 @@ class Records(Guarded):
 
     # ------------------------------------------------------------------ pending turns
     def add_pending(self, scope: Scope, turns: Sequence[Turn]) -> None:
-        """Persist acknowledged turns before any processing (crash-safe buffering)."""
+        """Persist acknowledged turns before any processing (crash-safe buffering), and
+        count them in ``turns_seen`` in the same transaction."""
         with self._tx() as db:
             db.executemany(
                 "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
                 [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns],
             )
+            self._bump(db, scope.user_id, {"turns_seen": len(turns)})
 
     def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
+        """The scope's (or every) pending turn in arrival order. A row that is not a valid
+        turn (written by an older version, or by hand) is quarantined, not returned: one
+        poison row must not stop every user's extraction."""
         if scope is None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
         else:
@@ -215,7 +246,87 @@ class Records(Guarded):
                 "WHERE user_id = ? AND agent_id IS ? AND session_id IS ? ORDER BY seq",
                 (scope.user_id, scope.agent_id, scope.session_id),
             )
-        return [(seq, Scope(u, a, s), _turn_from_json(t)) for seq, u, a, s, t in rows]
+        out: list[tuple[int, Scope, Turn]] = []
+        bad: list[tuple[int, str]] = []
+        for seq, u, a, s, t in rows:
+            try:
+                out.append((seq, Scope(u, a, s), _turn_from_json(t)))
+            except InvalidInputError as exc:
+                bad.append((seq, str(exc)))
+        if bad:
+            self.quarantine_pending(bad)
+        return out
+
+    def quarantine_pending(self, bad: Sequence[tuple[int, str]]) -> None:
+        """Move pending turns (by seq) to the quarantine with their reasons, in one
+        transaction (a row another writer already moved is skipped)."""
+        with self._tx() as db:
+            for seq, reason in bad:
+                row = db.execute("SELECT user_id, agent_id, session_id, turn FROM pending_turns WHERE seq = ?",
+                                 (seq,)).fetchone()
+                if row is None:
+                    continue
+                db.execute("INSERT INTO quarantine(kind, user_id, agent_id, session_id, ref, payload, reason, "
+                           "created_at) VALUES ('pending', ?, ?, ?, ?, ?, ?, ?)",
+                           (*row[:3], str(seq), row[3], reason[:1000], time.time()))
+                db.execute("DELETE FROM pending_turns WHERE seq = ?", (seq,))
+
+    def quarantine_entries(self, bad: Sequence[tuple[str, str]]) -> int:
+        """Move entries (by id) with their edges, mentions and attributes to the
+        quarantine, with their reasons; their vectors are dropped from the dense index on
+        the next reconcile. Returns how many were moved."""
+        moved = 0
+        with self._tx() as db:
+            for entry_id, reason in bad:
+                row = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+                if row is None:
+                    continue
+                record = dict(zip(ENTRY_COLUMNS.split(", "), row, strict=True))
+                record["embedding"] = bytes(record["embedding"] or b"").hex() if isinstance(
+                    record["embedding"], bytes | memoryview) else record["embedding"]
+                record["edges"] = db.execute(
+                    "SELECT src, dst, kind, similarity, overlap, created_at FROM edges WHERE src = ? OR dst = ?",
+                    (entry_id, entry_id)).fetchall()
+                db.execute("INSERT INTO quarantine(kind, user_id, agent_id, session_id, ref, payload, reason, "
+                           "created_at) VALUES ('entry', ?, ?, ?, ?, ?, ?, ?)",
+                           (record["user_id"], record["agent_id"], record["session_id"], entry_id,
+                            json.dumps(record, default=str), reason[:1000], time.time()))
+                db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+                db.execute("DELETE FROM entries_fts WHERE rowid = ?", (record["seq"],))
+                db.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (entry_id, entry_id))
+                db.execute("DELETE FROM mentions WHERE entry_id = ?", (entry_id,))
+                db.execute("DELETE FROM attributes WHERE entry_id = ?", (entry_id,))
+                db.execute("INSERT OR REPLACE INTO tombstones(entry_id, user_id) VALUES (?, ?)",
+                           (entry_id, record["user_id"]))
+                moved += 1
+        return moved
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        """Every quarantined row: kind ("pending" or "entry"), scope, ref (pending seq or
+        entry id), reason and when (epoch seconds); the payload stays in the table."""
+        rows = self._read("SELECT seq, kind, user_id, agent_id, session_id, ref, reason, created_at "
+                          "FROM quarantine ORDER BY seq")
+        keys = ("seq", "kind", "user_id", "agent_id", "session_id", "ref", "reason", "created_at")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def bad_entries(self, *, only_unindexed: bool = False, user_id: str | None = None) -> list[tuple[str, str]]:
+        """(entry id, reason) of every stored entry that cannot be read back whole: broken
+        JSON fields, a vector of the wrong size or with NaN/Inf, fields over the limits."""
+        sql = f"SELECT {ENTRY_COLUMNS} FROM entries"
+        clauses, params = [], []
+        if only_unindexed:
+            clauses.append("indexed = 0")
+        if user_id is not None:
+            clauses.append("user_id = ?")
+            params.append(user_id)
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        bad = []
+        for row in self._read(sql, params):
+            reason = entry_row_problem(row, self.dim)
+            if reason:
+                bad.append((str(row[1]), reason))
+        return bad
 
     def recent_turns(self, scope: Scope) -> list[Turn]:
         rows = self._read(
@@ -223,7 +334,11 @@ class Records(Guarded):
             "ORDER BY seq",
             (scope.user_id, scope.agent_id, scope.session_id),
         )
-        return [_turn_from_json(r[0]) for r in rows]
+        out = []
+        for (raw,) in rows:  # context only: an unreadable one is skipped
+            with suppress(InvalidInputError):
+                out.append(_turn_from_json(raw))
+        return out
 
     def participants(self, user_id: str) -> list[str]:
         return list(self._cached(("participants", user_id), lambda: self._participants(user_id)))
@@ -250,8 +365,16 @@ class Records(Guarded):
         """The SQLite part of a window commit, inside the caller's transaction."""
         scope = commit.scope
         if commit.processed_pending:
-            db.executemany("DELETE FROM pending_turns WHERE seq = ?",
-                           [(s,) for s in commit.processed_pending])
+            # Extraction ran without the write lock: if another process committed some of
+            # these turns meanwhile, this window is stale and must not be written twice.
+            deleted = 0
+            for start in range(0, len(commit.processed_pending), 500):
+                chunk = commit.processed_pending[start : start + 500]
+                cur = db.execute(f"DELETE FROM pending_turns WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+                deleted += cur.rowcount
+            if deleted != len(commit.processed_pending):
+                raise PendingConflict(f"{len(commit.processed_pending) - deleted} of the window's pending turns "
+                                      "were already processed by another writer")
         for entry in commit.added:
             cur = db.execute(
                 "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
@@ -337,8 +460,7 @@ class Records(Guarded):
                 # instead of seeking the ids.
                 sql += " AND +user_id = ?"
                 params.append(user_id)
-            for row in self._read(sql, params):
-                entry = row_to_entry(row)
+            for entry in readable(self._read(sql, params)):
                 out[entry.id] = entry
         return out
 
@@ -350,7 +472,7 @@ class Records(Guarded):
             sql += " AND ts >= ? AND ts <= ?"
             params += [ts_range[0], ts_range[1]]
         sql += " ORDER BY COALESCE(ts, 1e300), seq"
-        return [row_to_entry(r) for r in self._read(sql, params)]
+        return readable(self._read(sql, params))
 
     def count(self, scope: Scope | None = None) -> int:
         if scope is None:
@@ -458,6 +580,11 @@ class Records(Guarded):
             rows = self._read("SELECT key, value FROM stats WHERE user_id = ?", (user_id,))
         out = dict.fromkeys(STAT_KEYS, 0) | {k: int(v) for k, v in rows}
         if user_id is None:
+            out["quarantined"] = int(self._read("SELECT COUNT(*) FROM quarantine")[0][0])
+        else:
+            out["quarantined"] = int(self._read("SELECT COUNT(*) FROM quarantine WHERE user_id = ?",
+                                                (user_id,))[0][0])
+        if user_id is None:
             out["entries"] = self.count()
             out["update_edges"] = int(self._read("SELECT COUNT(*) FROM edges")[0][0])
             out["pending_turns"] = int(self._read("SELECT COUNT(*) FROM pending_turns")[0][0])
@@ -495,11 +622,45 @@ def row_to_entry(row: tuple[Any, ...]) -> Entry:
     )
 
 
+def readable(rows: Iterable[tuple[Any, ...]]) -> list[Entry]:
+    """The entries of ``rows`` that can be decoded; a broken row is skipped, never fatal
+    to a read (``doctor()`` and the next open quarantine it with its reason)."""
+    out = []
+    for row in rows:
+        try:
+            out.append(row_to_entry(row))
+        except (ValueError, TypeError, RecursionError):
+            continue
+    return out
+
+
+def entry_row_problem(row: tuple[Any, ...], dim: int) -> str | None:
+    """Why a ``SELECT {ENTRY_COLUMNS}`` row cannot be used, or None when it is whole."""
+    emb = row[-1]
+    if not isinstance(emb, bytes | memoryview) or len(emb) != 4 * dim:
+        size = len(emb) if isinstance(emb, bytes | memoryview) else type(emb).__name__
+        return f"embedding has {size} bytes, expected {4 * dim} ({dim} float32 values)"
+    if not np.isfinite(np.frombuffer(emb, dtype=np.float32)).all():
+        return "embedding contains NaN or infinite values"
+    try:
+        entry = row_to_entry(row)
+        check_entry(entry)
+    except (InvalidInputError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+        return f"unreadable entry: {exc}"
+    return None
+
+
 def _turn_from_json(raw: str) -> Turn:
-    data = json.loads(raw)
-    if data.get("timestamp"):
-        data["timestamp"] = datetime.fromisoformat(data["timestamp"])
-    return Turn(**data)
+    """A stored turn, validated exactly as :meth:`Turn.from_dict` validates input."""
+    if not isinstance(raw, str):
+        raise InvalidInputError("turn", f"expected JSON text, got {type(raw).__name__}")
+    data = load_json(raw, "turn")
+    if not isinstance(data, dict):
+        raise InvalidInputError("turn", f"expected an object, got {type(data).__name__}")
+    try:
+        return Turn.from_dict(data)
+    except TypeError as exc:
+        raise InvalidInputError("turn", str(exc)) from None
 
 
 def _entry_params(entry: Entry) -> tuple[Any, ...]:

@@ -8,12 +8,14 @@ another embedder is refused (two models' vectors share no space).
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AriadneMemError, StoreError
-from ..models import Entry
+from ..errors import InvalidInputError, StoreError
+from ..limits import _SURROGATE, MAX_TEXT_CHARS, check_entry, check_int, check_name
+from ..models import Entry, Scope, Turn, to_utc
 from .records import ENTRY_COLUMNS, SCHEMA_VERSION, _entry_params, _fts_body, _scope_tokens, row_to_entry
 
 if TYPE_CHECKING:
@@ -50,71 +52,205 @@ def export_rows(store: Store, user_id: str | None = None) -> Iterator[dict[str, 
         yield {"type": "pending", "user_id": scope.user_id, "agent_id": scope.agent_id,
                "session_id": scope.session_id, "turn": turn.to_dict()}
 
-def import_rows(store: Store, rows: Iterable[dict[str, Any]]) -> int:
-    """Load rows from :meth:`export_rows` (one transaction); returns entries added.
+def import_rows(store: Store, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
+    """Load rows from :meth:`export_rows`; returns entries added.
 
-    All or nothing: an entry id this memory already holds (the same export imported
-    twice) or a malformed record raises and rolls the whole import back.
+    All or nothing, in two passes: every record is first checked against the same rules
+    and limits as live input (turn validation for pending turns, the entry limits, finite
+    vectors of the store's dimension, 64-bit counters) and only then written, in one
+    transaction, so a hostile or damaged export is refused before anything is committed
+    and can never leave a row that fails a later open. ``rows`` may carry line numbers
+    (``(line, row)`` pairs, as :func:`~ariadnemem_core.memory.read_export_lines` yields)
+    for the error messages.
+
+    Raises:
+        InvalidInputError: a malformed record, named by line (or record number) and field.
+        StoreError: an export of another embedder or dimension, or entries this memory
+            already holds (the same export imported twice).
     """
     with store.write_guard():
+        plan = _check_rows(store, rows)
         try:
-            return _import_rows(store, rows)
-        except sqlite3.IntegrityError as exc:
-            raise StoreError(f"this memory already holds entries of the export ({exc}); nothing was "
-                             "imported: import into another store, or forget those users first") from exc
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, AriadneMemError):
-                raise
-            raise StoreError(f"malformed export record ({type(exc).__name__}: {exc}); nothing was "
-                             "imported") from exc
+            return _write_rows(store, plan)
+        except sqlite3.IntegrityError as exc:  # pragma: no cover - checked in _check_rows
+            raise StoreError(f"import conflicts with this memory ({exc}); nothing was imported") from exc
 
-def _import_rows(store: Store, rows: Iterable[dict[str, Any]]) -> int:
+
+_STR = "a non-empty string"
+
+
+def _field(row: dict[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+    if key not in row:
+        if optional:
+            return None
+        raise InvalidInputError(f"{where}.{key}", "is missing")
+    return row[key]
+
+
+def _name(row: dict[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:
+    value = _field(row, key, where, optional=optional)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{where}.{key}", f"expected {_STR}, got {value!r:.40}")
+    return check_name(value, f"{where}.{key}")
+
+
+def _number(row: dict[str, Any], key: str, where: str, *, optional: bool = False) -> float | None:
+    value = _field(row, key, where, optional=optional)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+        raise InvalidInputError(f"{where}.{key}", f"expected a finite number, got {value!r:.40}")
+    return float(value)
+
+
+def _check_meta(store: Store, row: dict[str, Any], where: str) -> None:
+    mine = store._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]
+    dim = row.get("dim", store.dim)
+    if dim != store.dim:
+        raise StoreError(f"export has dimension {dim!r}, this store {store.dim}")
+    if row.get("embedder", mine) != mine:
+        # Same dimension is not enough: two models' vectors share no space.
+        raise StoreError(f"export was embedded with {row.get('embedder')!r}, this store uses "
+                         f"{mine!r}; open the store with the same embedder")
+
+
+def _check_entry_row(store: Store, row: dict[str, Any], where: str) -> Entry:
+    data = {k: v for k, v in row.items() if k != "type"}
+    try:
+        for key in ("timestamp", "first_timestamp"):
+            data[key] = to_utc(data.get(key), key)
+        vector = data.pop("embedding", None)
+        entry = Entry.from_dict(data)
+        entry.embedding = vector
+        check_entry(entry, store.dim)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}.{exc.field}", exc.problem) from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise InvalidInputError(where, f"not a valid entry ({exc})") from None
+    return entry
+
+
+def _check_edge(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    return (_name(row, "src", where), _name(row, "dst", where), _name(row, "kind", where),
+            _name(row, "user_id", where), _number(row, "similarity", where), _number(row, "overlap", where),
+            _number(row, "created_at", where, optional=True))
+
+
+def _check_mention(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    return (_name(row, "user_id", where), _name(row, "person", where), _name(row, "term", where),
+            _name(row, "entry_id", where))
+
+
+def _check_attribute(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    value = _field(row, "value", where)
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or _SURROGATE.search(value):
+        raise InvalidInputError(f"{where}.value", "expected a string of valid Unicode within the text limit")
+    return (_name(row, "user_id", where), _name(row, "subject", where), _name(row, "attribute", where), value,
+            _name(row, "entry_id", where), _number(row, "ts", where, optional=True))
+
+
+def _check_stat(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    value = check_int(_field(row, "value", where), f"{where}.value")
+    return (_name(row, "user_id", where), _name(row, "key", where), value)
+
+
+def _check_pending(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    try:
+        scope = Scope(_field(row, "user_id", where), row.get("agent_id"), row.get("session_id"))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}.{exc.field}", exc.problem) from None
+    turn = _field(row, "turn", where)
+    if not isinstance(turn, dict):
+        raise InvalidInputError(f"{where}.turn", f"expected a turn object, got {type(turn).__name__}")
+    try:
+        checked = Turn.from_dict(turn)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where}.turn.{exc.field}", exc.problem) from None
+    except TypeError as exc:
+        raise InvalidInputError(f"{where}.turn", str(exc)) from None
+    return (scope.user_id, scope.agent_id, scope.session_id, json.dumps(checked.to_dict()))
+
+
+#: The checker of each record type but meta and entry (which need the store).
+_CHECKS: dict[str, Callable[[dict[str, Any], str], tuple[Any, ...]]] = {
+    "edge": _check_edge, "mention": _check_mention, "attribute": _check_attribute, "stat": _check_stat,
+    "pending": _check_pending,
+}
+
+
+def _check_rows(store: Store, rows: Iterable[Any]) -> list[tuple[str, Any]]:
+    """Every record checked and converted to what ``_write_rows`` writes (pass one)."""
+    plan: list[tuple[str, Any]] = []
+    ids: set[str] = set()
+    for n, item in enumerate(rows, start=1):
+        lineno, row = item if isinstance(item, tuple) else (None, item)
+        where = f"line {lineno}" if lineno is not None else f"record {n}"
+        if not isinstance(row, dict):
+            raise InvalidInputError(where, f"expected a JSON object, got {type(row).__name__}")
+        kind = row.get("type")
+        if kind == "meta":
+            _check_meta(store, row, where)
+        elif kind == "entry":
+            entry = _check_entry_row(store, row, where)
+            if entry.id in ids:
+                raise InvalidInputError(f"{where}.id", f"entry {entry.id!r} appears twice in the export")
+            ids.add(entry.id)
+            plan.append(("entry", entry))
+        elif isinstance(kind, str) and kind in _CHECKS:
+            plan.append((kind, _CHECKS[kind](row, where)))
+        else:
+            raise InvalidInputError(f"{where}.type", f"unknown export record type {kind!r:.40}")
+    held = _held(store, sorted(ids))
+    if held:
+        raise StoreError(f"this memory already holds entries of the export ({len(held)}, e.g. {held[0]!r}); "
+                         "nothing was imported: import into another store, or forget those users first")
+    return plan
+
+
+def _held(store: Store, ids: list[str]) -> list[str]:
+    out: list[str] = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        out += [r[0] for r in store._read(f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
+                                          chunk)]
+    return out
+
+
+def _write_rows(store: Store, plan: list[tuple[str, Any]]) -> int:
+    """Write checked records in one transaction, then index the entries (pass two)."""
     entries: list[Entry] = []
     with store._tx() as db:
-        for row in rows:
-            kind = row.get("type")
-            if kind == "meta":
-                if int(row.get("dim", store.dim)) != store.dim:
-                    raise StoreError(f"export has dimension {row.get('dim')}, this store {store.dim}")
-                mine = store._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]
-                if row.get("embedder", mine) != mine:
-                    # Same dimension is not enough: two models' vectors share no space.
-                    raise StoreError(f"export was embedded with {row.get('embedder')!r}, this store uses "
-                                     f"{mine!r}; open the store with the same embedder")
-            elif kind == "entry":
-                data = {k: v for k, v in row.items() if k != "type"}
-                entry = Entry.from_dict(data)
-                if entry.embedding is None:
-                    raise StoreError(f"exported entry {entry.id} has no embedding")
+        for kind, item in plan:
+            if kind == "entry":
                 cur = db.execute(
                     "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
                     "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, "
                     "embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _entry_params(entry))
-                entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
+                    _entry_params(item))
+                item.seq = int(cur.lastrowid or 0)  # always set after an INSERT
                 db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
-                           (entry.seq, _scope_tokens(entry), _fts_body(entry)))
-                entries.append(entry)
+                           (item.seq, _scope_tokens(item), _fts_body(item)))
+                entries.append(item)
             elif kind == "edge":
                 db.execute("INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, "
-                           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (row["src"], row["dst"], row["kind"], row["user_id"], row["similarity"],
-                            row["overlap"], row["created_at"]))
+                           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", item)
             elif kind == "mention":
-                db.execute("INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) "
-                           "VALUES (?, ?, ?, ?)", (row["user_id"], row["person"], row["term"], row["entry_id"]))
+                db.execute("INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
+                           item)
             elif kind == "attribute":
                 db.execute("INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", (row["user_id"], row["subject"], row["attribute"],
-                                                         row["value"], row["entry_id"], row["ts"]))
+                           "VALUES (?, ?, ?, ?, ?, ?)", item)
             elif kind == "stat":
-                store._bump(db, row["user_id"], {row["key"]: int(row["value"])})
+                user_id, key, value = item
+                row = db.execute("SELECT value FROM stats WHERE user_id = ? AND key = ?", (user_id, key)).fetchone()
+                if row is not None and int(row[0]) + value > 2**63 - 1:
+                    raise InvalidInputError(f"stat {key}", "the sum with the stored counter overflows 64 bits")
+                store._bump(db, user_id, {key: value})
             elif kind == "pending":
                 db.execute("INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
-                           (row["user_id"], row["agent_id"], row["session_id"], json.dumps(row["turn"])))
-            else:
-                raise StoreError(f"unknown export record type {kind!r}")
+                           item)
     if entries:
         store._index(entries)
     return len(entries)
-
