@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any
+from tenacity.stop import stop_base
 
 from .errors import LLMError
 from .limits import replace_surrogates
@@ -273,6 +274,16 @@ class _Backoff:
 #: Monotonic deadline of the call running in this thread / task (None: no guard).
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("ariadnemem_llm_deadline",
                                                                         default=None)
+
+
+class _StopAt(stop_base):
+    """Stop retrying once the call's deadline has passed."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return time.monotonic() >= self.deadline
 
 
 class _ReplyTooLarge(Exception):
@@ -596,15 +607,12 @@ class LLMClient:
         def before_sleep(_: RetryCallState) -> None:
             counter[0] += 1
 
-        def past_deadline(_: RetryCallState) -> bool:
-            return time.monotonic() >= deadline
-
         def wait(state: RetryCallState) -> float:  # never sleep past the deadline
             return max(0.0, min(self._backoff(state), deadline - time.monotonic()))
 
         return {
             "retry": retry_if_exception(is_transient),
-            "stop": stop_any(stop_after_attempt(self.max_retries + 1), past_deadline),
+            "stop": stop_any(stop_after_attempt(self.max_retries + 1), _StopAt(deadline)),
             "wait": wait,
             "before_sleep": before_sleep,
             "reraise": True,

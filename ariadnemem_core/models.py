@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInputError
-from .limits import MAX_TEXT_CHARS, check_metadata, check_name
+from .limits import MAX_TEXT_CHARS as MAX_TEXT_CHARS  # re-exported: part of the documented API
+from .limits import check_metadata, check_name
 
 #: Fields accepted by :meth:`Turn.from_dict`.
 TURN_FIELDS = ("speaker", "text", "timestamp", "turn_id", "metadata")

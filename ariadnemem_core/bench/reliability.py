@@ -170,7 +170,7 @@ def run_slow_drip(deadlines: tuple[float, ...] = (2.0, 5.0), interval_s: float =
 
     from ..llm import LLMClient
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for mode in ("drip", "endless"):
         for deadline in deadlines:
             for call in ("sync", "async"):

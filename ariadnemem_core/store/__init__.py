@@ -318,7 +318,7 @@ class Store(Records, DenseIndex):
         """Every record as JSON-able dicts (see :func:`.transfer.export_rows`)."""
         return transfer.export_rows(self, user_id)
 
-    def import_rows(self, rows: Iterable[dict[str, Any]]) -> int:
+    def import_rows(self, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
         """Load rows of :meth:`export_rows`, all or nothing (see :func:`.transfer.import_rows`)."""
         return transfer.import_rows(self, rows)
 

@@ -54,6 +54,12 @@ class DenseIndex(Guarded):
     _collections: dict[str, Collection]
     _dense_behind: bool
 
+    if TYPE_CHECKING:  # provided by Records (the two are mixed into Store)
+        def bad_entries(self, *, only_unindexed: bool = False,
+                        user_id: str | None = None) -> list[tuple[str, str]]: ...
+
+        def quarantine_entries(self, bad: Sequence[tuple[str, str]]) -> int: ...
+
     @property
     def remote(self) -> bool:
         """True when the dense index lives on a Chroma server (or an injected client)."""
