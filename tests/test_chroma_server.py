@@ -162,7 +162,8 @@ def test_reopen_and_a_wiped_server_is_rebuilt_from_sqlite(open_remote, chroma_se
     for name in [n for n in chroma_server.collections() if n.startswith(prefix)]:
         client.delete_collection(name)
     rebuilt = open_remote()
-    assert rebuilt.store.reconcile() == {"reindexed": 0, "removed": 0, "rebuilt_users": 0}  # open did it
+    # open did it
+    assert rebuilt.store.reconcile() == {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
     assert _ids(rebuilt, "greyhound Pixel", "alice") == before
 
 
