@@ -131,7 +131,7 @@ class MemoryTools:
     def history(self, scope: Scope, entry_id: Annotated[str, Field(description=ENTRY_ID)]) -> dict[str, Any]:
         """The update chain through an entry, oldest state first."""
         self._owned(entry_id, scope)
-        chain = [e for e in self.memory.history(entry_id)
+        chain = [e for e in self.memory.history(entry_id, user_id=scope.user_id)
                  if not (scope.agent_id and e.agent_id != scope.agent_id)
                  and not (scope.session_id and e.session_id != scope.session_id)]
         return {"entry_id": entry_id, "states": [e.to_dict() for e in chain]}
