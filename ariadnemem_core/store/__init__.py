@@ -180,6 +180,10 @@ class Store(Records, DenseIndex):
 
     def _commit_window(self, commit: WindowCommit) -> None:
         scope = commit.scope
+        # This process's first reconcile must run *before* the window's rows exist: run
+        # lazily from inside ``_index`` it would see them unindexed and push every vector
+        # of the window twice (measured: half the CPU of a 10,000-entry window).
+        self._ensure_reconciled()
         if self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"):
             self.reconcile()  # a writer died between its commit and its vector write
         with self._tx() as db:
