@@ -72,9 +72,11 @@ def _start_background_first(background: dict[str, subprocess.Popen]) -> None:
 def test_terminal_chatbot_remembers_across_restarts(tmp_path: Path) -> None:
     env = _env(ARIADNEMEM_CHATBOT_STORE=str(tmp_path / "chatbot"))
     first = run_example("terminal_chatbot.py", "--embedder", "hash", env=env,
-                        stdin="My favourite colour is teal.\nI have a dog called Pickle.\n")
+                        stdin="My favourite colour is teal.\nMy dog Pickle likes the colour teal too.\n")
     assert "0 memories for 'me'. LLM: none (extractive answers, offline)" in first
     assert "Recalled nothing yet." in first
+    # the second line shares words with the first (hashing embedder): it is recalled; an
+    # unrelated line would stay under the relevance floor and recall nothing
     assert "Bot: [extractive, no LLM configured]" in first and "teal" in first  # offline answer
     assert "Bye. 2 memories stored for 'me'." in first
 
