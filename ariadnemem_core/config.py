@@ -87,12 +87,29 @@ class Config:
     #: LINK. "I read chapter 1 about the Roman empire" / "... chapter 2 about the Ottoman
     #: empire" share 5 of 9 words (0.56): LINK, where 0.5 would have merged away "Ottoman".
     lambda_ovlp: float = 0.8
-    #: ADDITION (not in the paper): a LINK also needs a changed value (a number, time, date,
-    #: weekday, month, named entity or place stated by one entry and not the other; see
-    #: ``coarsening.value_terms``). Without it, MiniLM's similarity LINKed small-talk
+    #: ADDITION (not in the paper): a LINK needs update evidence, a changed value of one
+    #: type in the same slot and no sign that both facts are true (``coarsening.
+    #: update_evidence``); False is the paper's similarity-only rule. Without it, MiniLM's similarity LINKed small-talk
     #: paraphrases as "updates": 183 of 189 LINKs on dev conversation conv-26, each spending
     #: evidence budget on a "newer state". The pairs it rejects are ADDed: nothing is lost.
     link_requires_value_change: bool = True
+    #: ADDITION: cosine floor of an update a change word marks ("instead", "moved to", "now";
+    #: see ``coarsening.update_evidence`` and docs/concepts/coarsening.md). A restated fact
+    #: with a changed value is usually 0.5-0.8 with MiniLM, far below ``lambda_coal``: on
+    #: the hand-written update suite (tests/data/update_dialogues.json) the 0.85 rule
+    #: linked 2 of 46 changes. The cued pairs there start at 0.46.
+    lambda_link: float = 0.45
+    #: ADDITION: cosine floor of an update no change word marks ("the team has 8 engineers"
+    #: -> "the team is 10 engineers", 0.84). At 0.45 with no cue, LoCoMo dev conv-26 got
+    #: 61 LINKs, a sample of 30 (all dev conversations) held no real update: two statements
+    #: sharing a slot word and differing in a number or date are mostly two events.
+    lambda_link_plain: float = 0.7
+    #: ADDITION: floor when no typed value (time, date, amount, number, name) changed and
+    #: only state words and a change cue vouch for the update ("the migration is blocked on
+    #: the security review" -> "the review passed, the migration is in progress now", 0.80).
+    #: The suite's such pairs are 0.72-0.80; LoCoMo small talk with "now" reaches 0.76,
+    #: which is why a weak cue also needs a status word ("closed", "delivered").
+    lambda_link_untyped: float = 0.65
     #: Dense candidates checked per new entry during coarsening (bounded, never all pairs).
     coarsen_candidates: int = 5
 
@@ -185,7 +202,7 @@ class Config:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
         for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
-                     "low_info_similarity"):
+                     "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {value!r}")

@@ -10,7 +10,9 @@
   number?", "Where's Ana's office?"): a possessive inside a longer question ("What is
   displayed on Joanna's cork board?", "How long was Max part of John's family?") asks
   something else. Before this rule the fast path fired on 6 LoCoMo dev questions and its
-  evidence was right for 2.
+  evidence was right for 2. It stands back when the entry has been superseded (an update
+  edge leads away from it): "my driving test is on May 22" -> "rescheduled to June 5"
+  records no attribute, and the full search follows the update to the newer state.
 
 A fast path returns a minimal result: the entry ids it used and what it found. When it
 is not confident it returns None and the full Phase II runs.
@@ -80,6 +82,8 @@ def attribute_fast_path(store: Store, scope: Scope, query: str) -> FastPathResul
             hits = store.attribute(scope.user_id, subject, attribute)
             if hits:
                 value, entry_id, _ = hits[0]
+                if any(e.src == entry_id and e.kind == "update" for e in store.edges(scope.user_id, [entry_id])):
+                    return None  # a newer state was stated otherwise: the full search shows it
                 return FastPathResult("attribute", [entry_id],
                                       {"subject": subject, "attribute": attribute, "value": value})
     return None

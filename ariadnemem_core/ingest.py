@@ -253,6 +253,15 @@ class Ingestor:
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         counts = {"merge": 0, "link": 0, "add": 0}
+        # The other sentences of each entry's turn: a change cue there ("Plot twist:") vouches
+        # for the sentence that carries the new value.
+        said: dict[str, list[str]] = {}
+        for entry in entries:
+            for tid in entry.source_turn_ids[:1]:
+                said.setdefault(tid, []).append(entry.text)
+        # Every person known in the scope: a shared name is a subject, never a shared slot.
+        names = frozenset(self.store.known_persons(scope.user_id)) | frozenset(
+            p.lower() for e in entries for p in (*e.persons, *e.entities))
         for entry, hits in zip(entries, stored_hits, strict=True):
             candidates = [(merged.get(i) or stored[i], s) for i, s in hits if i in stored]
             if window and cfg.enable_coarsening:
@@ -261,7 +270,9 @@ class Ingestor:
                 recent = window[-MAX_WINDOW_CANDIDATES:]
                 sims = np.stack([w.vector for w in recent]) @ entry.vector
                 candidates += list(zip(recent, (float(s) for s in sims), strict=True))
-            decision = coarsening.decide(entry, candidates, cfg)
+            context = " ".join(t for t in said.get(entry.source_turn_ids[0], ()) if t != entry.text) \
+                if entry.source_turn_ids else ""
+            decision = coarsening.decide(entry, candidates, cfg, context, names)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:
                 target = next(c for c, _ in candidates if c.id == decision.target_id)
@@ -272,8 +283,9 @@ class Ingestor:
                 commit.attributes.extend(_attributes(entry, target.id))
                 continue
             if decision.action is coarsening.Action.LINK:
-                commit.edges.append(UpdateEdge(decision.target_id or "", entry.id, "update",
-                                               decision.similarity, decision.overlap))
+                for target in (decision.target_id or "", *decision.also):
+                    commit.edges.append(UpdateEdge(target, entry.id, "update",
+                                                   decision.similarity, decision.overlap))
             window.append(entry)
             commit.mentions.extend(_mentions(entry, entry.id))
             commit.attributes.extend(_attributes(entry, entry.id))

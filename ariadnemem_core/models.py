@@ -258,6 +258,13 @@ class Entry:
         agent_id: the agent scope, if any.
         session_id: the session scope, if any.
         seq: arrival order in the store (0 before it is stored).
+        superseded_by: the entry stating this fact's newer value, or None (current).
+        valid_until: when this state stopped being true (the newer statement's first time).
+
+    Validity (bi-temporal): ``timestamp`` / ``first_timestamp`` say when the fact was stated;
+    ``superseded_by`` and ``valid_until`` say what replaced it and when, or are None while it
+    is the latest state. They are read back from the persisted update edges, so deleting
+    the newer entry makes the older one current again.
     """
 
     id: str
@@ -279,6 +286,11 @@ class Entry:
     session_id: str | None = None
     #: Monotonic insertion order in the store (ties and timestamp-less ordering).
     seq: int = 0
+    #: The entry that states this fact's newer value (an update edge), or None.
+    superseded_by: str | None = None
+    #: When this state stopped being true: when the newer statement was made (None: current,
+    #: or superseded by a statement without a time).
+    valid_until: datetime | None = None
 
     @property
     def vector(self) -> np.ndarray:
@@ -309,6 +321,8 @@ class Entry:
             "agent_id": self.agent_id,
             "session_id": self.session_id,
             "seq": self.seq,
+            "superseded_by": self.superseded_by,
+            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
         }
         if with_embedding and self.embedding is not None:
             out["embedding"] = [float(x) for x in self.embedding]
@@ -326,12 +340,13 @@ class Entry:
         """
         d = dict(data)
         emb = d.pop("embedding", None)
-        for key in ("timestamp", "first_timestamp"):
+        for key in ("timestamp", "first_timestamp", "valid_until"):
             if isinstance(d.get(key), str):
                 d[key] = datetime.fromisoformat(d[key])
         entry = cls(**d)
         entry.timestamp = to_utc(entry.timestamp)
         entry.first_timestamp = to_utc(entry.first_timestamp)
+        entry.valid_until = to_utc(entry.valid_until)
         if emb is not None:
             entry.embedding = np.asarray(emb, dtype=np.float32)
         return entry

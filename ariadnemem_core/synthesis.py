@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .errors import LLMError
@@ -133,6 +134,60 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
     return text, labels
 
 
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+           "october", "november", "december")
+_ASKED_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(?:in|on|during|by|of|around)\s+(?:early\s+|"
+                         r"late\s+|mid-?\s*)?(" + "|".join(_MONTHS) + r")(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?"
+                         r"(?:,?\s+(\d{4}))?\b|\bin\s+(\d{4})\b", re.I)
+_EARLIEST = re.compile(r"\b(?:originally|initially|at first|at the start|previously|used to|before (?:it|they|"
+                       r"he|she|the \w+) (?:was |were )?(?:changed|moved|switched|updated))\b", re.I)
+
+
+def asked_time(question: str, facts: list[Any]) -> datetime | None:
+    """The time a question asks about, if it names one ("where did they plan to move in
+    February?", "what was the rent on 2024-03-01?"), as the end of that day, month or
+    year; ``datetime.min`` for "originally" / "at first"; None for the present (the default)."""
+    if _EARLIEST.search(question):
+        return datetime.min.replace(tzinfo=UTC)
+    m = _ASKED_DATE.search(question)
+    if not m:
+        return None
+    iso_y, iso_m, iso_d, month, day, year, only_year = m.groups()
+    if iso_y:
+        return datetime(int(iso_y), int(iso_m), int(iso_d), 23, 59, 59, tzinfo=UTC)
+    if only_year:
+        return datetime(int(only_year), 12, 31, 23, 59, 59, tzinfo=UTC)
+    stamps = [f.timestamp for f in facts if getattr(f, "timestamp", None)]
+    y = int(year) if year else (max(stamps).year if stamps else datetime.now(UTC).year)
+    mo = _MONTHS.index(month.lower()) + 1
+    if day:
+        return datetime(y, mo, min(int(day), 28 if mo == 2 else 30), 23, 59, 59, tzinfo=UTC)
+    nxt = datetime(y + (mo == 12), mo % 12 + 1, 1, tzinfo=UTC)
+    return nxt - timedelta(seconds=1)
+
+
+def _state_at(top: Any, facts: list[Any], when: datetime | None) -> Any:
+    """The state of ``top``'s update chain that held at ``when`` (the latest when None):
+    forward along ``superseded_by`` while the newer state was already stated by then, back
+    to the older state when ``top`` itself was stated later."""
+    by_id = {f.id: f for f in facts if getattr(f, "id", None)}
+    older = {f.superseded_by: f for f in facts if getattr(f, "superseded_by", None)}
+
+    def stated_by(f: Any) -> bool:
+        ts = getattr(f, "timestamp", None)
+        return when is None or ts is None or ts <= when
+
+    seen = {getattr(top, "id", None)}
+    while not stated_by(top) and (prev := older.get(top.id)) is not None and prev.id not in seen:
+        seen.add(prev.id)
+        top = prev
+    while (newer := getattr(top, "superseded_by", None)) and newer in by_id and newer not in seen \
+            and stated_by(by_id[newer]):
+        seen.add(newer)
+        top = by_id[newer]
+    return top
+
+
 def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer[C]:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
@@ -141,7 +196,9 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
 
     A superseded top fact is replaced by the latest state it leads to (following
     ``superseded_by``), so "the meeting is at 2 pm" is never answered once "it moved to
-    3 pm" is in the graph."""
+    3 pm" is in the graph; a question about an earlier time ("in February", "originally")
+    gets the state that held then (:func:`asked_time`). The other facts of the chosen
+    fact's turn are quoted with it."""
     facts = list(getattr(graph, "facts", None) or [])
     found = (getattr(graph, "stats", None) or {}).get("fast_path") or {}
     if facts and getattr(graph, "fast_path", None) == "attribute" and found.get("value"):
@@ -154,13 +211,14 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
                  for f in facts]
         body = f"{len(facts)} stored mentions match; count the distinct events: " + " | ".join(dated)
     elif facts:
-        top = max(facts, key=lambda f: float(getattr(f, "score", 0.0) or 0.0))
-        by_id = {f.id: f for f in facts if getattr(f, "id", None)}
-        seen = {getattr(top, "id", None)}
-        while (newer := getattr(top, "superseded_by", None)) and newer in by_id and newer not in seen:
-            seen.add(newer)
-            top = by_id[newer]
-        body = str(top.text)
+        top = _state_at(max(facts, key=lambda f: float(getattr(f, "score", 0.0) or 0.0)), facts,
+                        asked_time(question, facts))
+        # The other sentences of the same turn come along: "The landlord raised the rent."
+        # is the update, "Starting June we pay $1,600 a month." holds the value.
+        turn = set(getattr(top, "source_turn_ids", None) or ())
+        same = [f for f in facts if f is top or (turn and turn & set(getattr(f, "source_turn_ids", None) or ())
+                                                 and not getattr(f, "superseded_by", None))]
+        body = " ".join(str(f.text) for f in same)
     else:
         body = NOT_FOUND
     return Answer(

@@ -75,9 +75,12 @@ def entries_table(entries: Iterable[Entry], title: str) -> Table:
     table.add_column("speaker", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1)
     table.add_column("turns", overflow="fold")
+    table.add_column("valid until", overflow="fold")
     for e in entries:
+        until = "current" if e.superseded_by is None else (
+            f"{_date(e.valid_until, with_time=True) if e.valid_until else '?'} (by {e.superseded_by})")
         table.add_row(Text(e.id), Text(_date(e.timestamp, with_time=True)), Text(e.speaker or "-"), Text(e.text),
-                      Text(", ".join(e.source_turn_ids)))
+                      Text(", ".join(e.source_turn_ids)), Text(until, style="dim" if e.superseded_by else ""))
     return table
 
 

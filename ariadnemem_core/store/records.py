@@ -462,7 +462,27 @@ class Records(Guarded):
                 params.append(user_id)
             for entry in readable(self._read(sql, params)):
                 out[entry.id] = entry
+        self._fill_validity(out.values())
         return out
+
+    def _fill_validity(self, entries: Iterable[Entry]) -> None:
+        """Set ``superseded_by`` / ``valid_until`` from the persisted update edges: the
+        earliest newer state of each entry and the time it was first stated. Derived on
+        read (not stored twice), so a deleted or re-imported successor never leaves a stale
+        validity behind."""
+        by_id = {e.id: e for e in entries}
+        ids = list(by_id)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"SELECT g.src, g.dst, COALESCE(n.first_ts, n.ts) FROM edges g JOIN entries n ON n.id = g.dst "
+                f"WHERE g.kind = 'update' AND g.src IN ({marks}) ORDER BY COALESCE(n.first_ts, n.ts, 1e300), n.seq",
+                chunk)
+            for src, dst, ts in rows:
+                entry = by_id[src]
+                if entry.superseded_by is None:
+                    entry.superseded_by, entry.valid_until = dst, from_epoch(ts)
 
     def entries(self, scope: Scope, *, ts_range: tuple[float, float] | None = None) -> list[Entry]:
         sql = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ?"
@@ -472,7 +492,9 @@ class Records(Guarded):
             sql += " AND ts >= ? AND ts <= ?"
             params += [ts_range[0], ts_range[1]]
         sql += " ORDER BY COALESCE(ts, 1e300), seq"
-        return readable(self._read(sql, params))
+        found = readable(self._read(sql, params))
+        self._fill_validity(found)
+        return found
 
     def count(self, scope: Scope | None = None) -> int:
         if scope is None:

@@ -29,8 +29,12 @@ def export_rows(store: Store, user_id: str | None = None) -> Iterator[dict[str, 
     where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
     yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": store.dim,
            "embedder": store._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]}
-    for row in store._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params):
-        yield {"type": "entry", **row_to_entry(row).to_dict(with_embedding=True)}
+    rows = store._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params)
+    for start in range(0, len(rows), 500):
+        chunk = [row_to_entry(row) for row in rows[start : start + 500]]
+        store._fill_validity(chunk)  # validity for readers of the file; import derives it again
+        for entry in chunk:
+            yield {"type": "entry", **entry.to_dict(with_embedding=True)}
     for src, dst, kind, uid, sim, ov, created in store._read(
             f"SELECT src, dst, kind, user_id, similarity, overlap, created_at FROM edges {where} ORDER BY rowid",
             params):
@@ -117,7 +121,8 @@ def _check_meta(store: Store, row: dict[str, Any], where: str) -> None:
 
 
 def _check_entry_row(store: Store, row: dict[str, Any], where: str) -> Entry:
-    data = {k: v for k, v in row.items() if k != "type"}
+    # Validity is derived from the edges on read; an export's copy is informative.
+    data = {k: v for k, v in row.items() if k not in ("type", "superseded_by", "valid_until")}
     try:
         for key in ("timestamp", "first_timestamp"):
             data[key] = to_utc(data.get(key), key)
