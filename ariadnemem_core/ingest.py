@@ -283,8 +283,8 @@ class Ingestor:
                 commit.attributes.extend(_attributes(entry, target.id))
                 continue
             if decision.action is coarsening.Action.LINK:
-                for target in (decision.target_id or "", *decision.also):
-                    commit.edges.append(UpdateEdge(target, entry.id, "update",
+                for older in (decision.target_id or "", *decision.also):
+                    commit.edges.append(UpdateEdge(older, entry.id, "update",
                                                    decision.similarity, decision.overlap))
             window.append(entry)
             commit.mentions.extend(_mentions(entry, entry.id))
