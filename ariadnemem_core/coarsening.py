@@ -279,7 +279,9 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         habit=bool(_HABIT.search(text)),
         episode=bool(_EPISODE.search(text)),
         again=bool(_AGAIN.search(text)),
-        question=bool(_QUESTION.match(text)) and text.rstrip().rstrip('"').endswith("?"),
+        # A question states nothing, unless it is a request carrying a value ("My flight
+        # lands at 4:40, can you pick me up?").
+        question=text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text)) or not values),
     )
 
 
