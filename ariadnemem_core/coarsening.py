@@ -280,8 +280,9 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         episode=bool(_EPISODE.search(text)),
         again=bool(_AGAIN.search(text)),
         # A question states nothing, unless it is a request carrying a value ("My flight
-        # lands at 4:40, can you pick me up?").
-        question=text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text)) or not values),
+        # lands at 4:40, can you pick me up?"); a name alone is what it asks about.
+        question=text.rstrip().rstrip('"').endswith("?")
+        and (bool(_QUESTION.match(text)) or not set(values) - {"name"}),
     )
 
 
