@@ -101,7 +101,7 @@ class Config:
     lambda_link: float = 0.45
     #: ADDITION: cosine floor of an update no change word marks ("the team has 8 engineers"
     #: -> "the team is 10 engineers", 0.84). At 0.45 with no cue, LoCoMo dev conv-26 got
-    #: 61 LINKs, a sample of 30 (all dev conversations) held no real update: two statements
+    #: 61 LINKs, a sample of 30 across the dev set held no real update: two statements
     #: sharing a slot word and differing in a number or date are mostly two events.
     lambda_link_plain: float = 0.7
     #: ADDITION: floor when no typed value (time, date, amount, number, name) changed and
