@@ -120,8 +120,8 @@ def test_superseded_entry_records_validity_everywhere(make_memory, tmp_path) -> 
     old, new = by_turn["t0"], by_turn["t2"]
     assert old.superseded_by == new.id and old.valid_until == datetime(2024, 2, 20, 9, tzinfo=old.valid_until.tzinfo)
     assert new.superseded_by is None and new.valid_until is None
-    assert [e.id for e in mem.history(new.id)] == [old.id, new.id]
-    assert mem.get(old.id).superseded_by == new.id
+    assert [e.id for e in mem.history(new.id, user_id="u")] == [old.id, new.id]
+    assert mem.get(old.id, user_id="u").superseded_by == new.id
     # the latest state answers; an earlier time gets the older state
     assert "Munich" in mem.answer("Where are Jonas and Priya moving?", user_id="u").text
     assert "Berlin" in mem.answer("Where did Priya plan to move in January?", user_id="u").text
@@ -134,8 +134,8 @@ def test_superseded_entry_records_validity_everywhere(make_memory, tmp_path) -> 
     other.import_(path)
     again = {e.id: e for e in other.entries("u")}
     assert again[old.id].superseded_by == new.id and again[old.id].valid_until == old.valid_until
-    mem.delete(new.id)
-    assert mem.get(old.id).superseded_by is None  # the older state is current again
+    mem.delete(new.id, user_id="u")
+    assert mem.get(old.id, user_id="u").superseded_by is None  # the older state is current again
 
 
 def test_llm_states_decide_updates_when_configured(server) -> None:
