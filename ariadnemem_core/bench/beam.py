@@ -425,7 +425,7 @@ def beam_chart(results: Mapping[str, Any], path: Path, *, dpi: float = 150) -> P
     left.set_ylabel("evidence recall (%)")
     left.set_title("BEAM: recall vs context size")
     left.legend(fontsize=8)
-    cats = sorted(systems[MAIN]["summary"]["categories"])
+    cats = sorted(c for c, v in systems[MAIN]["summary"]["categories"].items() if v.get("recall") is not None)
     compare = [MAIN, "flat-dense@500", "flat-hybrid@1500"]
     width = 0.8 / len(compare)
     for k, name in enumerate(n for n in compare if n in systems):

@@ -100,8 +100,11 @@ class Store(Records, DenseIndex):
             init = (self.path / "init.lock").open("a+")
         except OSError as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-        if chroma_client is None:
-            import chromadb  # noqa: F401 - imported before the set-up lock, not while holding it
+        if chroma_client is None and not (self.path / READY_MARKER).exists():
+            # A store being set up: chromadb is imported before the set-up lock, not while
+            # holding it. A ready store imports it only at its first dense operation, so
+            # commands that only read records (stats, entries, export) never load it.
+            import chromadb  # noqa: F401
         try:
             # Serializes the *first* set-up across processes: SQLite's schema script and
             # chromadb's first migration both fail ("table ... already exists", "database
