@@ -216,14 +216,14 @@ def _quiet_transformers() -> Iterator[None]:
         return
     level = hf_logging.get_verbosity()
     bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call, unused-ignore]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
         if bar:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
 
 
 class TorchMiniLMEmbedder(_CachedEmbedder):
