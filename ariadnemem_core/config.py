@@ -198,6 +198,18 @@ class Config:
     enable_paths: bool = True
     enable_fastpaths: bool = True
 
+    def is_assistant(self, speaker: str | None) -> bool:
+        """Whether ``speaker`` is one of ``assistant_speakers`` (case-insensitive).
+
+        Args:
+            speaker: a speaker name (None: not an assistant).
+
+        Returns:
+            True for an AI assistant's name.
+        """
+        low = (speaker or "").lower()
+        return any(low == a.lower() for a in self.assistant_speakers)
+
     def __post_init__(self) -> None:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))

@@ -112,8 +112,9 @@ class Ingestor:
                 raise ExtractionError("rule extractor returned an entry for a turn it was not given")
             owner.append(j)
         texts = [embedding_text(e) for e in rule_entries]
+        # Per turn, the question it answers: embedding context and the gate's exception.
+        asked = question_context(turns, previous[-1] if previous else None)
         if self.config.context_embedding:
-            asked = question_context(turns, previous[-1] if previous else None)
             # Block entries (lists, code, an assistant's chunks) carry their own heading.
             texts = [f"{asked[j]} {t}" if asked[j] and not is_block(e) else t
                      for e, t, j in zip(rule_entries, texts, owner, strict=True)]
@@ -134,7 +135,8 @@ class Ingestor:
             window = [(seq, sc, t) for (seq, sc, _), t in zip(rows[start : start + size],
                                                                 turns[start : start + size], strict=True)]
             before = history[-Store.RECENT_TURNS :]
-            self._process_window(scope, window, per_turn[start : start + size], before, participants, plain)
+            self._process_window(scope, window, per_turn[start : start + size], before, participants, plain,
+                                 asked[start : start + size])
             history.extend(rows[k][2] for k in range(start, min(start + size, n)))
 
     def _rule_extract(self, turns: list[Turn], context: ExtractionContext) -> tuple[list[Entry], dict[int, str]]:
@@ -158,13 +160,12 @@ class Ingestor:
 
     def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
                         per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
-                        plain: set[str]) -> None:
+                        plain: set[str], asked: list[str | None]) -> None:
         cfg = self.config
         turns = [t for _, _, t in rows]
         vectors = np.stack([_mean_vector([e.vector for e in group]) for group in per_turn])
         stats: dict[str, int] = {"extract_windows": 1}
         # The turn each reply answers (never its redundant twin, see gating.gate_window).
-        asked = question_context(turns, previous[-1] if previous else None)
         answered = [(turns[i - 1] if i else previous[-1]).turn_id if q else None for i, q in enumerate(asked)]
         stored = self._nearest(scope, vectors, answered) if cfg.enable_gating else [None] * len(turns)
         decisions = gating.gate_window(

@@ -185,7 +185,6 @@ def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict
                  scores: dict[str, float], roles: dict[str, str], cfg: Config) -> None:
     """Dialogue adjacency: the turn that answers a strong hit often holds the evidence
     ("How does Jon feel about the opening?" -> the reply "I'm excited!")."""
-    assistants = {a.lower() for a in cfg.assistant_speakers}
     for cand in top:
         src = cand.entry
         turn = set(src.source_turn_ids)
@@ -202,7 +201,7 @@ def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict
                 break
             if e.id not in entries and scope.matches(e):
                 entries[e.id] = e
-                weight = cfg.assistant_weight if (e.speaker or "").lower() in assistants else 1.0
+                weight = cfg.assistant_weight if cfg.is_assistant(e.speaker) else 1.0
                 scores[e.id] = cand.score * cfg.reply_weight * weight
                 roles[e.id] = "terminal"
 

@@ -45,7 +45,6 @@ def fuse(
 ) -> list[Candidate]:
     """Union of both lists, scored and sorted (best first)."""
     cands: dict[str, Candidate] = {}
-    assistants = {s.lower() for s in config.assistant_speakers}
     for rank, (eid, sim) in enumerate(dense):
         if eid in entries:
             cands[eid] = Candidate(entries[eid], sim, sim, dense_rank=rank)
@@ -67,7 +66,7 @@ def fuse(
             cand.score *= config.entity_miss_penalty
         if cand.entry.text.rstrip().rstrip('"').endswith("?"):
             cand.score *= config.question_penalty
-        if (cand.entry.speaker or "").lower() in assistants:
+        if config.is_assistant(cand.entry.speaker):
             cand.score *= config.assistant_weight
     return sorted(cands.values(), key=lambda c: -c.score)
 
@@ -80,9 +79,8 @@ def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, conf
     candidates are fetched: the assistant's entries fill dense top-k lists and are then
     downweighted (``assistant_weight``), so without them fewer candidates would compete.
     """
-    assistants = {a.lower() for a in config.assistant_speakers}
     k_sem = config.k_sem
-    if config.k_sem_assistant and any(p.lower() in assistants for p in store.participants(scope.user_id)):
+    if config.k_sem_assistant and any(config.is_assistant(p) for p in store.participants(scope.user_id)):
         k_sem += config.k_sem_assistant
     hits = store.dense_search(scope, qvec[None, :], k_sem)
     dense = hits[0] if hits else []

@@ -156,6 +156,8 @@ def stem(word: str) -> str:
 
 
 # --------------------------------------------------------------------------- keywords
+#: Whitespace after a sentence's final ".", "!" or "?" (a plain split: no abbreviation rules).
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _TOKEN_RE = re.compile(
     r"\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"  # clock times, joined below
     r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?\b"  # numbers, dates, phone numbers, 1990s, 5k

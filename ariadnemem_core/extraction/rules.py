@@ -8,7 +8,6 @@ embeds all new entries of a window in one batch and stamps the scope itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -93,7 +92,6 @@ def embedding_text(entry: Entry) -> str:
 
 #: Longest question quoted as embedding context (characters).
 QUESTION_CONTEXT_CHARS = 200
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[str | None]:
@@ -111,7 +109,7 @@ def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[
     for turn in turns:
         asked = None
         if prev is not None and prev.speaker != turn.speaker and "?" in prev.text:
-            questions = [s.strip() for s in _SENTENCE_END.split(prev.text) if s.strip().endswith("?")]
+            questions = [s.strip() for s in lex.SENTENCE_END.split(prev.text) if s.strip().endswith("?")]
             if questions:
                 asked = questions[-1][:QUESTION_CONTEXT_CHARS]
         out.append(asked)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from ..text import SENTENCE_END
+
 SegmentKind = Literal["prose", "list", "code", "table"]
 
 #: A list longer than this (characters) is split into its top-level items (grouped while
@@ -74,11 +76,8 @@ def _heading_text(line: str) -> str:
     return plain(_HEADING_MARK.sub("", line)).strip().rstrip(":").strip()
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
 def _last_sentence(text: str) -> str:
-    return _SENTENCE_END.split(text.strip())[-1]
+    return SENTENCE_END.split(text.strip())[-1]
 
 
 def segment(text: str) -> list[Segment]:
