@@ -175,6 +175,11 @@ class Config:
     #: and LoCoMo 75.5 -> 76.2% (three dev conversations); 25 was within a point of 30 on
     #: both and cuts most long sentences mid-clause, so 30 is the default.
     max_fact_tokens: int = 30
+    #: ADDITION: serialize the facts drawn from one message on one line (``[F4,F5] "..."``)
+    #: so a reader sees a turn's sentences together; off, each fact has its own line.
+    #: Evidence recall cannot tell these apart (same facts); only a reader's answers can
+    #: (the QA bench's "one line per message" variant).
+    group_by_turn: bool = False
     #: ADDITION: relevance floor on how well a candidate matches the question (cosine plus
     #: the BM25 bonus, before the ranking weights): candidates below it are left out even
     #: when the budget has room, so a question that little in memory answers gets a

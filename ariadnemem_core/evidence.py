@@ -85,6 +85,8 @@ class EvidenceGraph:
     fast_path: str | None = None
     #: Per-query diagnostics: candidate counts, bridges added, timings (ms), fast-path data.
     stats: dict[str, Any] = field(default_factory=dict)
+    #: Serialize the facts of one message on one line (``Config.group_by_turn``).
+    group_by_turn: bool = False
     _text: str | None = field(default=None, repr=False)
 
     def fact(self, entry_id: str) -> Fact | None:

@@ -18,6 +18,10 @@ pays it once per day, so the same token budget holds about a third more evidence
 same reasoning drops a separate ``UPDATES: F2 -> F3`` line: the markers already name the
 newer fact, and the line cost ~5 tokens per edge.
 
+With ``Config.group_by_turn`` the facts drawn from one message share one line
+(``[F4,F5] "... ..."``): a reader sees the sentences of one message together instead of
+as unrelated facts, and the labels and line breaks between them are not paid for.
+
 Every fact text is a JSON string literal, so quotes and newlines inside stored text are
 escaped: a stored "ignore previous instructions" stays inside its quotes on one line and
 cannot pose as a new instruction or a new fact.
@@ -56,6 +60,34 @@ def date_line(fact: Fact) -> str:
     return (fact.timestamp.strftime("%Y-%m-%d") if fact.timestamp else "undated") + ":"
 
 
+def turn_groups(facts: list[Fact]) -> list[list[Fact]]:
+    """Runs of consecutive facts (time order) that come from one message.
+
+    Facts of one turn share its timestamp, so they are adjacent in time order; a merged
+    fact standing for several turns joins a run when it shares any of them.
+    """
+    groups: list[list[Fact]] = []
+    seen: set[str] = set()
+    for f in facts:
+        turns = set(f.source_turn_ids)
+        if groups and turns and turns & seen:
+            groups[-1].append(f)
+            seen |= turns
+        else:
+            groups.append([f])
+            seen = turns
+    return groups
+
+
+def group_line(group: list[Fact], superseded_label: str | None = None, latest: bool = False) -> str:
+    """One line for the facts of one message: their labels, then their texts as one quote."""
+    if len(group) == 1:
+        return fact_line(group[0], superseded_label, latest)
+    mark = f" (superseded by {superseded_label})" if superseded_label else " (latest)" if latest else ""
+    labels = ",".join(f.label for f in group)
+    return f"[{labels}]{mark} {quote(' '.join(f.text for f in group))}"
+
+
 def serialize(graph: EvidenceGraph) -> str:
     labels = {f.id: f.label for f in graph.facts}
     inside = [(s, d) for s, d, k in graph.edges if k == "update" and s in labels and d in labels]
@@ -63,13 +95,15 @@ def serialize(graph: EvidenceGraph) -> str:
     newer = {d for _, d in inside}
     lines = [HEADER]
     current = None
-    for f in graph.facts:
-        day = date_line(f)
+    groups = turn_groups(graph.facts) if graph.group_by_turn else [[f] for f in graph.facts]
+    for group in groups:
+        day = date_line(group[0])
         if day != current:
             lines.append(day)
             current = day
-        sup = labels.get(f.superseded_by) if f.superseded_by else None
-        lines.append(fact_line(f, sup, latest=f.id in newer and f.id not in updated))
+        sup = next((labels[f.superseded_by] for f in group if f.superseded_by in labels), None)
+        is_latest = any(f.id in newer and f.id not in updated for f in group)
+        lines.append(group_line(group, sup, latest=is_latest))
     if graph.paths:
         lines.append("PATHS:")
         lines.extend(" -> ".join(labels[i] for i in p) for p in graph.paths if all(i in labels for i in p))

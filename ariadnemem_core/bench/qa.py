@@ -11,16 +11,20 @@ from it; otherwise from ``context_text`` (flat baselines: a retrieved text block
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import LLMError
 from ..llm import LLMClient
-from ..synthesis import synthesize
+from ..synthesis import ANSWER_MAX_TOKENS, build_messages, synthesize
 from .qa_metrics import score_answer
 
 #: Keys that would carry a gold answer; :func:`answer_items` refuses items with them.
@@ -41,7 +45,66 @@ class TextContext:
         return self.text
 
 
-def _answer_one(item: Mapping[str, Any], client: LLMClient | None) -> dict[str, Any]:
+#: The fields of an answer an :class:`AnswerCache` keeps and hands back.
+CACHED_FIELDS = ("prediction", "latency_s", "prompt_tokens", "completion_tokens", "mode", "fact_ids")
+
+
+class AnswerCache:
+    """Answers already given, by the exact prompt they were given to: a QA run that stops
+    (a session's end, a crash, a reboot) resumes where it was instead of paying hours of
+    CPU generation again, and a system whose prompts did not change is not re-asked.
+
+    Why keyed by the prompt: the key is a hash of the model name, both messages and the
+    completion budget, so any change to the context, the question or the prompt text is a
+    new key; no gold answer is ever part of it. Only successful LLM answers are kept
+    (append-only JSON lines; a torn last line from a killed run is skipped on load). The
+    reader must be deterministic (temperature 0) for a replayed answer to be the answer.
+
+    Args:
+        path: the JSON-lines file (created with its folder when missing).
+        model: the reader's model name (part of every key).
+    """
+
+    def __init__(self, path: str | Path, model: str | None) -> None:
+        self.path = Path(path)
+        self.model = model or ""
+        self.hits = 0
+        self._lock = threading.Lock()
+        self._answers: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self._answers[str(row["key"])] = {k: row[k] for k in CACHED_FIELDS}
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a killed run
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def key(self, messages: list[dict[str, str]]) -> str:
+        """The cache key of one answer call."""
+        blob = json.dumps([self.model, messages, ANSWER_MAX_TOKENS], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._answers.get(key)
+            if found is not None:
+                self.hits += 1
+            return None if found is None else dict(found)
+
+    def put(self, key: str, result: Mapping[str, Any]) -> None:
+        row = {k: result[k] for k in CACHED_FIELDS}
+        with self._lock:
+            self._answers[key] = row
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"key": key, **row}, ensure_ascii=False) + "\n")
+
+
+def _answer_one(item: Mapping[str, Any], client: LLMClient | None,
+                cache: AnswerCache | None = None) -> dict[str, Any]:
     leaked = [k for k in GOLD_KEYS if k in item]
     if leaked:
         raise ValueError(f"item {item.get('qid')!r} carries gold keys {leaked}: pass golds to score_items only")
@@ -49,6 +112,12 @@ def _answer_one(item: Mapping[str, Any], client: LLMClient | None) -> dict[str, 
     if graph is None:
         graph = TextContext(str(item.get("context_text") or ""))
     out = {k: v for k, v in item.items() if k != "graph"}
+    key = cache.key(build_messages(str(item["question"]), graph)) if cache is not None else None
+    if cache is not None and key is not None:
+        found = cache.get(key)
+        if found is not None:
+            out.update(found, error=None, cached=True)
+            return out
     started = time.perf_counter()
     try:
         ans = synthesize(str(item["question"]), graph, client)
@@ -65,16 +134,19 @@ def _answer_one(item: Mapping[str, Any], client: LLMClient | None) -> dict[str, 
         fact_ids=list(ans.fact_ids),
         error=None,
     )
+    if cache is not None and key is not None and ans.mode == "llm":
+        cache.put(key, out)
     return out
 
 
 def answer_items(items: Sequence[Mapping[str, Any]], client: LLMClient | None, *,
-                 concurrency: int = 2) -> list[dict[str, Any]]:
+                 concurrency: int = 2, cache: AnswerCache | None = None) -> list[dict[str, Any]]:
     """Answer every item (one LLM call each, ``concurrency`` in flight), in input order.
 
     Each result is the item (minus ``graph``) plus ``prediction, latency_s, prompt_tokens,
     completion_tokens, mode, fact_ids, error``. An LLM failure is recorded in ``error``
-    (prediction ""), not raised. Items must not carry gold answers (ValueError).
+    (prediction ""), not raised. Items must not carry gold answers (ValueError). With a
+    ``cache``, an answer to the same prompt is replayed (``cached=True``), not asked again.
     """
     items = list(items)
     for item in items:  # validate all before spending any call
@@ -84,9 +156,9 @@ def answer_items(items: Sequence[Mapping[str, Any]], client: LLMClient | None, *
         if leaked:
             raise ValueError(f"item {item.get('qid')!r} carries gold keys {leaked}: pass golds to score_items only")
     if concurrency <= 1 or len(items) <= 1:
-        return [_answer_one(it, client) for it in items]
+        return [_answer_one(it, client, cache) for it in items]
     with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ariadnemem-qa") as pool:
-        return list(pool.map(lambda it: _answer_one(it, client), items))
+        return list(pool.map(lambda it: _answer_one(it, client, cache), items))
 
 
 #: Bootstrap resamples and confidence level of every interval the QA bench reports.

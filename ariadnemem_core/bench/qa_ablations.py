@@ -15,6 +15,9 @@ only difference is the part taken out:
 ``bridges``
     a second retrieval with ``Config.ablate("bridges")`` on the same store: no bridge
     facts, so the node budget may keep other facts instead (as the ablation means).
+``turns``
+    not an ablation but a serialization candidate: the same graph with the facts of one
+    message on one line (``Config.group_by_turn``); the facts and markers are the same.
 ``flat``
     the same facts as a flat list in retrieval-score order (best first), each with its
     date, without date groups, markers or paths: what a reader gets from plain top-k
@@ -34,11 +37,14 @@ from ..models import Scope
 from ..serialize import HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
+#: Answered in this order, the serialization candidate first: a long run that stops early
+#: (see ``--qa-cache``) has the comparisons that decide a default before the rest.
 QA_ABLATIONS = {
+    "turns": "AriadneMem one line per message",
     "paths": "AriadneMem w/o path lines",
+    "flat": "AriadneMem facts as a flat list",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
-    "flat": "AriadneMem facts as a flat list",
 }
 
 
@@ -108,6 +114,8 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         return without_update_markers(graph)
     if name == "flat":
         return FlatFacts(graph)
+    if name == "turns":
+        return dataclasses.replace(graph, group_by_turn=True, _text=None)
     if name == "bridges":
         from ..reasoning import build_evidence_graph
 

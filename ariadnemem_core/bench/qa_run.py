@@ -26,7 +26,15 @@ from ..errors import LLMError
 from ..tokens import count_tokens
 from .locomo import CATEGORIES, Dataset, Question
 from .metrics import percentile
-from .qa import BOOTSTRAP_SAMPLES, CATEGORY_NAMES, CI_LEVEL, answer_items, score_items, stratified_bootstrap
+from .qa import (
+    BOOTSTRAP_SAMPLES,
+    CATEGORY_NAMES,
+    CI_LEVEL,
+    AnswerCache,
+    answer_items,
+    score_items,
+    stratified_bootstrap,
+)
 from .qa_ablations import QA_ABLATIONS, ablated_context, parse_qa_ablations
 from .report import fmt, markdown_table
 
@@ -61,6 +69,9 @@ class QASettings:
     include_adversarial: bool = False
     flat_k: int = QA_FLAT_K
     ablations: tuple[str, ...] = ()
+    #: An :class:`~.qa.AnswerCache` file: answers to the same prompt are replayed, so a run
+    #: that stopped resumes (None: ask every question).
+    cache: str | None = None
 
     def __post_init__(self) -> None:
         self.ablations = parse_qa_ablations(self.ablations)
@@ -211,11 +222,11 @@ def construction_figures(usage: Mapping[str, Any], extractor_stats: Mapping[str,
 
 # ---------------------------------------------------------------------- answering
 def _answer_with_progress(items: list[dict[str, Any]], client: Any, concurrency: int,
-                          advance: Callable[[], None]) -> list[dict[str, Any]]:
+                          advance: Callable[[], None], cache: AnswerCache | None = None) -> list[dict[str, Any]]:
     """:func:`answer_items` one item at a time on a pool, so the bar moves per answer.
     (Every item still goes through answer_items' gold-key check.)"""
     def one(item: dict[str, Any]) -> dict[str, Any]:
-        result = answer_items([item], client, concurrency=1)[0]
+        result = answer_items([item], client, concurrency=1, cache=cache)[0]
         advance()
         return result
 
@@ -229,7 +240,7 @@ def _answer_with_progress(items: list[dict[str, Any]], client: Any, concurrency:
     # retries (a server restart or an overloaded moment should not void a 2-hour run).
     for i, r in enumerate(results):
         if r.get("error"):
-            again = answer_items([items[i]], client, concurrency=1)[0]
+            again = answer_items([items[i]], client, concurrency=1, cache=cache)[0]
             again["reasked"] = True
             results[i] = again
     return results
@@ -318,6 +329,8 @@ def _system_figures(results: list[dict[str, Any]], scores: dict[str, Any], usage
         "failed_calls": failed,
         "invalid_reason": None if valid else f"{failed} of {len(results)} calls failed",
         "reasked": sum(1 for r in results if r.get("reasked")),
+        # Answers replayed from the answer cache (asked in an earlier run with the same prompt).
+        "cached": sum(1 for r in results if r.get("cached")),
         "overall": overall,
         "overall_incl_adversarial": incl,
         "categories": categories,
@@ -405,12 +418,14 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
     systems: dict[str, Any] = {}
     predictions: list[dict[str, Any]] = []
     item_scores: dict[str, list[dict[str, Any]]] = {}
+    cache = AnswerCache(settings.cache, getattr(client, "model", None)) if settings.cache else None
     for system in _system_order(list(collector.items), flat_system_name(settings.flat_k)):
         items = collector.items[system]
         task = prog.add_task(f"QA {system}: answers", total=len(items))
         before = dict(client.usage) if client is not None else {}
         t0 = time.perf_counter()
-        results = _answer_with_progress(items, client, settings.concurrency, functools.partial(prog.advance, task))
+        results = _answer_with_progress(items, client, settings.concurrency, functools.partial(prog.advance, task),
+                                        cache)
         wall = time.perf_counter() - t0
         usage = usage_delta(client.usage, before) if client is not None else {}
         prog.remove_task(task)
@@ -427,7 +442,7 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
                 "answer_latency_s": r["latency_s"], "prompt_tokens": r["prompt_tokens"],
                 "completion_tokens": r["completion_tokens"], "mode": r["mode"],
                 "fast_path": r.get("fast_path"), "fact_ids": r.get("fact_ids"), "error": r.get("error"),
-                "reasked": bool(r.get("reasked")),
+                "reasked": bool(r.get("reasked")), "cached": bool(r.get("cached")),
             })
     return {
         "benchmark": "locomo-qa",
@@ -567,11 +582,13 @@ def qa_markdown(qa: Mapping[str, Any]) -> str:
         ov, llm = s["overall_incl_adversarial"], s["answer_llm"]
         rows.append([name, str(s["n"]), fmt(ov["retrieval_latency_p50_ms"], "ms"),
                      fmt(ov["retrieval_latency_p95_ms"], "ms"), fmt(ov["answer_latency_p50_s"], "rate"),
-                     fmt(ov["answer_latency_p95_s"], "rate"), str(llm["calls"]), str(llm["prompt_tokens"]),
-                     str(llm["completion_tokens"]), str(s["errors"])])
+                     fmt(ov["answer_latency_p95_s"], "rate"), str(llm["calls"]), str(s.get("cached", 0)),
+                     str(ov["answer_prompt_tokens"]), str(ov["answer_completion_tokens"]), str(s["errors"])])
     lines += [markdown_table(("system", "n", "retrieval p50 ms", "retrieval p95 ms", "answer p50 s",
-                              "answer p95 s", "answer calls", "prompt tokens", "completion tokens", "errors"),
-                             rows), ""]
+                              "answer p95 s", "answer calls", "replayed", "prompt tokens", "completion tokens",
+                              "errors"), rows), "",
+              "Replayed: answers taken from the answer cache (`--qa-cache`), asked with the same prompt by an "
+              "earlier run that stopped; their latency and tokens are those of that call.", ""]
     cons = qa.get("construction") or {}
     if cons:
         lines += ["## Construction (LLM extraction)", ""]

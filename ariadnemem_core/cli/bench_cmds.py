@@ -67,7 +67,12 @@ def locomo(
     qa_include_adversarial: Annotated[bool, typer.Option(
         "--qa-include-adversarial", help="Also answer category 5.")] = False,
     qa_ablate: Annotated[list[str] | None, typer.Option(
-        "--qa-ablate", help="QA ablations answered by the same reader: paths,bridges,updates,flat or all.")] = None,
+        "--qa-ablate",
+        help="QA variants answered by the same reader: turns,paths,flat,bridges,updates or all.")] = None,
+    qa_cache: Annotated[Path | None, typer.Option(
+        "--qa-cache", metavar="FILE",
+        help="Answer cache (JSON lines): an unchanged prompt's answer is replayed, so a stopped run resumes.",
+    )] = None,
     llm_extract: Annotated[bool, typer.Option(
         "--llm-extract", help="Build AriadneMem's memory with the LLM extractor.")] = False,
     llm_turns_per_call: Annotated[int | None, typer.Option(
@@ -98,7 +103,8 @@ def locomo(
     llm = _llm(qa or llm_extract, base_url, model)
     turns_per_call = LLM_TURNS_PER_CALL if llm_turns_per_call is None else llm_turns_per_call
     settings = (QASettings(per_category=qa_per_category, seed=qa_seed, concurrency=qa_concurrency,
-                           include_adversarial=qa_include_adversarial, ablations=qa_ablations) if qa else None)
+                           include_adversarial=qa_include_adversarial, ablations=qa_ablations,
+                           cache=str(qa_cache) if qa_cache else None) if qa else None)
     res = run_locomo(path, ids, out_dir, ablations, store=store, progress=not quiet, threads=threads, llm=llm,
                      qa=settings, llm_extract=llm_extract, llm_turns_per_call=turns_per_call or None)
     print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
