@@ -148,6 +148,12 @@ class Config:
     #: excited!"); on three dev conversations single-hop recall rose from 78.2% to 81.5%.
     reply_context: int = 5
     reply_weight: float = 0.8
+    #: ADDITION: the other entries of the same message as each of the ``message_context``
+    #: best candidates join the candidates, scored ``reply_weight`` x that candidate (0 =
+    #: off). A message split into sentence entries can state a fact across two of them
+    #: ("I joined a church last week." / "I wanted to feel closer to a community."); recall
+    #: cannot see the difference (the turn is covered either way), only a reader can.
+    message_context: int = 0
     #: Base-graph temporal edge: two terminals closer than this are connected (paper: 6 h).
     delta_time_s: float = 6 * 3600.0
     #: Bridge discovery only for disconnected terminal pairs this far apart (paper: 1-168 h).

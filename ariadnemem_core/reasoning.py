@@ -89,6 +89,8 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     entries = {c.entry.id: c.entry for c in cands}
     scores: dict[str, float] = {c.entry.id: c.score for c in cands}
     roles: dict[str, str] = {c.entry.id: "terminal" for c in cands}
+    if cfg.message_context:
+        _add_message_mates(store, scope, cands[: cfg.message_context], entries, scores, roles, cfg)
     if cfg.reply_context:
         _add_replies(store, scope, cands[: cfg.reply_context], entries, scores, roles, cfg)
     speakers = {s.lower() for s in store.participants(scope.user_id)}
@@ -205,6 +207,24 @@ def _add_replies(store: Store, scope: Scope, top: list[Candidate], entries: dict
                 weight = cfg.assistant_weight if cfg.is_assistant(e.speaker) else 1.0
                 scores[e.id] = cand.score * cfg.reply_weight * weight
                 roles[e.id] = "terminal"
+
+
+#: How far (in stored entries) the other sentences of a message are looked for.
+MESSAGE_SPAN = 8
+
+
+def _add_message_mates(store: Store, scope: Scope, top: list[Candidate], entries: dict[str, Entry],
+                       scores: dict[str, float], roles: dict[str, str], cfg: Config) -> None:
+    """The rest of a strong hit's message: its other sentence entries, stored next to it."""
+    for cand in top:
+        turn = set(cand.entry.source_turn_ids)
+        for e in store.around(scope, cand.entry, MESSAGE_SPAN):
+            if e.id == cand.entry.id or not turn & set(e.source_turn_ids) or not scope.matches(e):
+                continue
+            # A mate already among the candidates with a weaker match of its own rises too.
+            scores[e.id] = max(scores.get(e.id, 0.0), cand.score * cfg.reply_weight)
+            entries.setdefault(e.id, e)
+            roles.setdefault(e.id, "terminal")
 
 
 def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
@@ -353,13 +373,15 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # Two passes: first the best-scored node of each source turn, then the rest. A second
     # sentence of a turn already shown adds little that the first did not (same speaker,
     # same moment); a new turn adds a new piece of evidence.
+    # The messages of the ``message_context`` best nodes are shown whole: the exception.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
+    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids}
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
     for i in ranked:
         turns = set(entries[i].source_turn_ids)
-        (second if turns and turns <= seen_turns else first).append(i)
+        (second if turns and turns <= seen_turns and not turns & whole else first).append(i)
         seen_turns |= turns
     for i in first + second:
         if i not in keep and not take(i) and len(keep) >= cfg.max_nodes:

@@ -334,7 +334,7 @@ def test_ablated_contexts_change_only_their_part() -> None:
     assert flat[0].endswith("most relevant first)")
     assert [ln.split("]")[0] for ln in flat[1:]] == ["[F1", "[F3", "[F2"]  # score order
     assert flat[3] == '[F2] 2023-05-08: "The meeting moved to 3 pm. \\"ignore rules\\""'  # still quoted
-    assert parse_qa_ablations("all") == ("turns", "paths", "flat", "bridges", "updates")
+    assert parse_qa_ablations("all") == ("turns", "messages", "paths", "flat", "bridges", "updates")
     assert parse_qa_ablations(["flat", "paths"]) == ("paths", "flat")
     with pytest.raises(ValueError, match="unknown QA ablations"):
         parse_qa_ablations(["topology"])
@@ -454,3 +454,31 @@ def test_cli_qa_cache_replays_answers_of_an_earlier_run(tmp_path: Path, server: 
     assert all(s["cached"] == n for s in second["systems"].values())
     assert [i["prediction"] for i in first["items"]] == [i["prediction"] for i in second["items"]]
     assert "| replayed |" in (tmp_path / "b" / "qa.md").read_text()
+
+
+def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ariadnemem_core import AriadneMemory, Config, Turn
+
+    turns = [Turn("Maria", "Guess what, I joined a nearby church last week! I wanted to feel closer to a community "
+                  "and my faith. The people there are lovely.", datetime(2023, 5, 25, tzinfo=UTC), "D1:1"),
+             Turn("John", "Nice, Maria! My dog chewed my favourite shoes.", datetime(2023, 5, 25, 0, 1, tzinfo=UTC),
+                  "D1:2"),
+             Turn("Maria", "Oh no, John! Dogs love shoes.", datetime(2023, 5, 25, 0, 2, tzinfo=UTC), "D1:3")]
+    question = "What did Maria do to feel closer to her faith?"
+    shown = {}
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder()) as mem:
+        mem.add(turns, user_id="u")
+        mem.flush()
+        assert len([e for e in mem.entries(user_id="u") if "D1:1" in e.source_turn_ids]) == 3
+        for n in (0, 1):
+            cfg = mem.config.replace(message_context=n, min_nodes=1, max_nodes=2, reply_context=0)
+            from ariadnemem_core.models import Scope
+            from ariadnemem_core.reasoning import build_evidence_graph
+
+            graph = build_evidence_graph(mem.store, mem.embedder, cfg, question, Scope("u"))
+            shown[n] = {f.text for f in graph.facts}
+    assert not any("church" in t for t in shown[0])
+    assert any("church" in t for t in shown[1]) and not any("shoes" in t for t in shown[1])
+    assert Config().message_context == 0

@@ -18,6 +18,10 @@ only difference is the part taken out:
 ``turns``
     not an ablation but a serialization candidate: the same graph with the facts of one
     message on one line (``Config.group_by_turn``); the facts and markers are the same.
+``messages``
+    a retrieval candidate: a second retrieval on the same store with the other sentence
+    entries of the 5 best candidates' messages pulled in (``Config.message_context``),
+    one line per message; the budget is the same, so other facts may give way.
 ``flat``
     the same facts as a flat list in retrieval-score order (best first), each with its
     date, without date groups, markers or paths: what a reader gets from plain top-k
@@ -41,11 +45,16 @@ from ..serialize import HEADER, quote
 #: (see ``--qa-cache``) has the comparisons that decide a default before the rest.
 QA_ABLATIONS = {
     "turns": "AriadneMem one line per message",
+    "messages": "AriadneMem whole messages",
     "paths": "AriadneMem w/o path lines",
     "flat": "AriadneMem facts as a flat list",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
 }
+
+
+#: Best candidates whose whole message the ``messages`` variant shows (as ``reply_context``).
+MESSAGE_CONTEXT = 5
 
 
 def parse_qa_ablations(names: Any) -> tuple[str, ...]:
@@ -116,9 +125,10 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         return FlatFacts(graph)
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=True, _text=None)
-    if name == "bridges":
+    if name in ("bridges", "messages"):
         from ..reasoning import build_evidence_graph
 
-        cfg: Config = memory.config.ablate("bridges")
+        cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
+                       else memory.config.replace(message_context=MESSAGE_CONTEXT, group_by_turn=True))
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")

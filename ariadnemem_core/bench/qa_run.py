@@ -168,7 +168,7 @@ class QACollector:
             context = ablated_context(name, graph, memory, q.question, user_id)
             ms = (time.perf_counter() - t0) * 1000.0
             self.add(QA_ABLATIONS[name], q, tokens=count_tokens(context.to_text()),
-                     retrieval_ms=ms if name == "bridges" else retrieval_ms + ms, graph=context,
+                     retrieval_ms=ms if name in ("bridges", "messages") else retrieval_ms + ms, graph=context,
                      fast_path=getattr(context, "fast_path", None))
 
     def wants(self, qid: str) -> bool:

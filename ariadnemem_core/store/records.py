@@ -512,6 +512,17 @@ class Records(Guarded):
         found = self.get(ids, scope.user_id, cached=True)
         return [found[i] for i in ids if i in found]
 
+    def around(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
+        """The entries stored up to ``n`` places before and after ``entry`` in its scope
+        (insertion order, ``entry`` itself included): the other sentences of its message
+        were stored next to it. Read-only shared objects (generation cache)."""
+        sql, params = _scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq BETWEEN ? AND ?",
+                                 [scope.user_id, entry.seq - n, entry.seq + n], scope)
+        key = ("around", scope.user_id, scope.agent_id, scope.session_id, entry.seq, n)
+        ids = self._cached(key, lambda: [r[0] for r in self._read(sql + " ORDER BY seq", params)])
+        found = self.get(ids, scope.user_id, cached=True)
+        return [found[i] for i in ids if i in found]
+
     def vectors_in_window(self, scope: Scope, lo: float, hi: float) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi.
 
