@@ -454,6 +454,9 @@ def test_cli_qa_cache_replays_answers_of_an_earlier_run(tmp_path: Path, server: 
     assert all(s["cached"] == n for s in second["systems"].values())
     assert [i["prediction"] for i in first["items"]] == [i["prediction"] for i in second["items"]]
     assert "| replayed |" in (tmp_path / "b" / "qa.md").read_text()
+    # The fake reader answers "not mentioned" to everything: every answer counts as one.
+    assert all(s["overall"]["abstained_pct"] == 100.0 for s in second["systems"].values())
+    assert "| not mentioned % (1-4) |" in (tmp_path / "b" / "qa.md").read_text()
 
 
 def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> None:

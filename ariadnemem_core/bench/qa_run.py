@@ -36,6 +36,7 @@ from .qa import (
     stratified_bootstrap,
 )
 from .qa_ablations import QA_ABLATIONS, ablated_context, parse_qa_ablations
+from .qa_metrics import is_abstention
 from .report import fmt, markdown_table
 
 #: Categories answered by default; 5 (adversarial) only on request.
@@ -282,6 +283,10 @@ def _cost_block(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "prompt_tokens_mean": _round(sum(int(r["prompt_tokens"]) for r in ok) / len(ok), 1) if ok else None,
         "answer_completion_tokens": sum(int(r["completion_tokens"]) for r in rows),
         "errors": sum(1 for r in rows if r.get("error")),
+        # Answers that give up ("not mentioned"): right on adversarial questions, a miss
+        # elsewhere; a context the reader cannot use shows here before it shows in F1.
+        "abstained_pct": _round(100.0 * sum(1 for r in ok if is_abstention(r["prediction"])) / len(ok), 1)
+        if ok else None,
     }
 
 
@@ -471,8 +476,8 @@ def golds_for(dataset: Dataset, qids: Sequence[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- report
 def qa_headers(categories: Sequence[int]) -> list[str]:
     cats = [f"cat{c} {CATEGORY_NAMES.get(c, c)} F1" for c in categories]
-    return ["system", *cats, "avg F1 (1-4) [95% CI]", "F1-simple", "BLEU-1", "context tokens", "prompt tokens",
-            "answer p50 s", "failed calls"]
+    return ["system", *cats, "avg F1 (1-4) [95% CI]", "F1-simple", "BLEU-1", "not mentioned % (1-4)",
+            "context tokens", "prompt tokens", "answer p50 s", "failed calls"]
 
 
 def _with_interval(value: float | None, ci: Sequence[float] | None, *, signed: bool = False) -> str:
@@ -499,7 +504,7 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
         failed = f"{s.get('failed_calls', s['errors'])} of {s['n']}"
         if not s.get("valid", True):
             na = f"n/a ({s['invalid_reason']})"
-            rows.append([name, *(["n/a"] * len(cats)), na, "n/a", "n/a", fmt(ov["context_tokens_mean"], "int"),
+            rows.append([name, *(["n/a"] * len(cats)), na, "n/a", "n/a", "n/a", fmt(ov["context_tokens_mean"], "int"),
                          fmt(ov.get("prompt_tokens_mean"), "int"), fmt(ov["answer_latency_p50_s"], "rate"),
                          failed])
             continue
@@ -508,7 +513,8 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
             block = s["categories"].get(str(c))
             row.append(_with_interval(block["f1"], _ci(block)) if block else "–")
         row += [_with_interval(ov["f1"], _ci(ov)), fmt(ov["f1_simple"]), fmt(ov["bleu1"]),
-                fmt(ov["context_tokens_mean"], "int"), fmt(ov.get("prompt_tokens_mean"), "int"),
+                fmt(ov.get("abstained_pct")), fmt(ov["context_tokens_mean"], "int"),
+                fmt(ov.get("prompt_tokens_mean"), "int"),
                 fmt(ov["answer_latency_p50_s"], "rate"), failed]
         rows.append(row)
     return rows
