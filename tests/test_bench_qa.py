@@ -485,3 +485,29 @@ def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> No
     assert not any("church" in t for t in shown[0])
     assert any("church" in t for t in shown[1]) and not any("shoes" in t for t in shown[1])
     assert Config().message_context == 0
+
+
+def test_replay_only_reports_a_stopped_run_and_asks_nothing(tmp_path: Path, server: FakeOpenAIServer,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from ariadnemem_core.bench.qa_ablations import QA_ABLATIONS
+
+    data = write_qa_fixture(tmp_path / "qa.json")
+    cache = tmp_path / "answers.jsonl"
+    run_locomo(data, out=tmp_path / "a", embedder=HashEmbedder(), progress=False, ks=(10,),
+               llm=fake_client(server), qa=QASettings(per_category=1, seed=0, cache=str(cache)))
+    asked = server.count
+    run_locomo(data, out=tmp_path / "b", embedder=HashEmbedder(), progress=False, ks=(10,), llm=fake_client(server),
+               qa=QASettings(per_category=1, seed=0, cache=str(cache), replay_only=True, ablations=("flat",)))
+    assert server.count == asked  # not even a reachability check
+    qa = json.loads((tmp_path / "b" / "qa.json").read_text())
+    n = qa["sample"]["n"]
+    assert qa["systems"]["AriadneMem"]["valid"] and qa["systems"]["AriadneMem"]["cached"] == n
+    flat_list = qa["systems"][QA_ABLATIONS["flat"]]
+    assert not flat_list["valid"] and flat_list["overall"]["f1"] is None
+    assert flat_list["invalid_reason"] == f"{n} of {n} not answered yet"
+    assert f"n/a ({n} of {n} not answered yet)" in (tmp_path / "b" / "qa.md").read_text()
+    # The CLI insists on a cache to replay from.
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "locomo", str(data), "--qa", "--qa-replay-only", "--base-url", server.url, "--quiet"])
+    assert exc.value.code == 2
+    assert "--qa-cache" in capsys.readouterr().err

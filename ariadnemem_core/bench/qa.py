@@ -63,11 +63,18 @@ class AnswerCache:
     Args:
         path: the JSON-lines file (created with its folder when missing).
         model: the reader's model name (part of every key).
+        replay_only: answer from the file only; a prompt it lacks is reported as an
+            error (so a system not fully answered yet gets no score), never asked.
     """
 
-    def __init__(self, path: str | Path, model: str | None) -> None:
+    #: The error of an answer a replay-only run did not find.
+    MISSING = "not answered yet (replay only: not in the answer cache)"
+
+    def __init__(self, path: str | Path, model: str | None, *, replay_only: bool = False) -> None:
         self.path = Path(path)
         self.model = model or ""
+        #: Never ask: report what is answered so far (a missing answer is an error).
+        self.replay_only = replay_only
         self.hits = 0
         self._lock = threading.Lock()
         self._answers: dict[str, dict[str, Any]] = {}
@@ -117,6 +124,10 @@ def _answer_one(item: Mapping[str, Any], client: LLMClient | None,
         found = cache.get(key)
         if found is not None:
             out.update(found, error=None, cached=True)
+            return out
+        if cache.replay_only:
+            out.update(prediction="", latency_s=0.0, prompt_tokens=0, completion_tokens=0, mode="error",
+                       fact_ids=[], error=AnswerCache.MISSING)
             return out
     started = time.perf_counter()
     try:

@@ -73,6 +73,8 @@ class QASettings:
     #: An :class:`~.qa.AnswerCache` file: answers to the same prompt are replayed, so a run
     #: that stopped resumes (None: ask every question).
     cache: str | None = None
+    #: Only replay the cache (report a stopped run so far; nothing is asked).
+    replay_only: bool = False
 
     def __post_init__(self) -> None:
         self.ablations = parse_qa_ablations(self.ablations)
@@ -240,7 +242,7 @@ def _answer_with_progress(items: list[dict[str, Any]], client: Any, concurrency:
     # One re-ask, one at a time, of the questions whose call failed after the client's own
     # retries (a server restart or an overloaded moment should not void a 2-hour run).
     for i, r in enumerate(results):
-        if r.get("error"):
+        if r.get("error") and r["error"] != AnswerCache.MISSING:
             again = answer_items([items[i]], client, concurrency=1, cache=cache)[0]
             again["reasked"] = True
             results[i] = again
@@ -315,6 +317,7 @@ def _system_figures(results: list[dict[str, Any]], scores: dict[str, Any], usage
     for r in results:
         by_cat.setdefault(str(r["category"]), []).append(r)
     failed = sum(1 for r in results if r.get("error"))
+    missing = sum(1 for r in results if r.get("error") == AnswerCache.MISSING)
     valid = failed <= QA_MAX_FAILED_CALLS
     # Intervals per metric: categories 1-4 pooled into "overall" (as the reported average).
     cis = {m: stratified_bootstrap(_metric_groups(scores["items"], m), seed=seed,
@@ -332,7 +335,9 @@ def _system_figures(results: list[dict[str, Any]], scores: dict[str, Any], usage
         "n": len(results),
         "valid": valid,
         "failed_calls": failed,
-        "invalid_reason": None if valid else f"{failed} of {len(results)} calls failed",
+        "invalid_reason": None if valid else (
+            f"{missing} of {len(results)} not answered yet" if missing
+            else f"{failed} of {len(results)} calls failed"),
         "reasked": sum(1 for r in results if r.get("reasked")),
         # Answers replayed from the answer cache (asked in an earlier run with the same prompt).
         "cached": sum(1 for r in results if r.get("cached")),
@@ -423,7 +428,8 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
     systems: dict[str, Any] = {}
     predictions: list[dict[str, Any]] = []
     item_scores: dict[str, list[dict[str, Any]]] = {}
-    cache = AnswerCache(settings.cache, getattr(client, "model", None)) if settings.cache else None
+    cache = (AnswerCache(settings.cache, getattr(client, "model", None), replay_only=settings.replay_only)
+             if settings.cache else None)
     flat = flat_system_name(settings.flat_k)
     # Answered with the flat baseline last: its long contexts make it the slowest system,
     # and its answers do not depend on AriadneMem's code, so a run that stops early (see

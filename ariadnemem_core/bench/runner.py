@@ -226,7 +226,8 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
 
     if (qa is not None or llm_extract) and llm is None:
         raise ValueError("qa and llm_extract need an LLM client (llm=)")
-    if llm is not None and (qa is not None or llm_extract):
+    replaying = qa is not None and qa.replay_only and not llm_extract  # asks nothing
+    if llm is not None and (qa is not None or llm_extract) and not replaying:
         check_llm_reachable(llm)  # raises LLMError before any work
     t_start = time.perf_counter()
     torch_threads = set_torch_threads(threads)

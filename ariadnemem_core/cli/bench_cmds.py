@@ -73,6 +73,8 @@ def locomo(
         "--qa-cache", metavar="FILE",
         help="Answer cache (JSON lines): an unchanged prompt's answer is replayed, so a stopped run resumes.",
     )] = None,
+    qa_replay_only: Annotated[bool, typer.Option(
+        "--qa-replay-only", help="Report a stopped run so far from --qa-cache; ask nothing.")] = False,
     llm_extract: Annotated[bool, typer.Option(
         "--llm-extract", help="Build AriadneMem's memory with the LLM extractor.")] = False,
     llm_turns_per_call: Annotated[int | None, typer.Option(
@@ -98,13 +100,15 @@ def locomo(
         qa_ablations = parse_qa_ablations(_csv(qa_ablate))
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--qa-ablate") from None
+    if qa_replay_only and not qa_cache:
+        raise typer.BadParameter("a replay reads the answer cache: add --qa-cache FILE", param_hint="--qa-replay-only")
     if qa_ablations and not qa:
         raise typer.BadParameter("QA ablations are answered by the QA bench: add --qa", param_hint="--qa-ablate")
     llm = _llm(qa or llm_extract, base_url, model)
     turns_per_call = LLM_TURNS_PER_CALL if llm_turns_per_call is None else llm_turns_per_call
     settings = (QASettings(per_category=qa_per_category, seed=qa_seed, concurrency=qa_concurrency,
                            include_adversarial=qa_include_adversarial, ablations=qa_ablations,
-                           cache=str(qa_cache) if qa_cache else None) if qa else None)
+                           cache=str(qa_cache) if qa_cache else None, replay_only=qa_replay_only) if qa else None)
     res = run_locomo(path, ids, out_dir, ablations, store=store, progress=not quiet, threads=threads, llm=llm,
                      qa=settings, llm_extract=llm_extract, llm_turns_per_call=turns_per_call or None)
     print(markdown_table(LOCOMO_HEADERS, locomo_rows(res["systems"])))
