@@ -29,6 +29,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 from enum import StrEnum
 
 from .config import Config
@@ -72,7 +73,9 @@ def _subjects(entry: Entry) -> set[str]:
     if entry.speaker and text.startswith(f"{entry.speaker}: "):
         text = text[len(entry.speaker) + 2 :]
     lowered = text.lower()
-    return {p.lower() for p in entry.persons if p.lower() in lowered} - _AGENT_ROLES
+    # A reporter is the source, not the subject: "Helen said the gala moved" is about the gala.
+    reporters = {m.group(1).lower() for m in _REPORTED.finditer(text)}
+    return {p.lower() for p in entry.persons if p.lower() in lowered} - _AGENT_ROLES - reporters
 
 
 #: An agent's own name is never the subject of a fact: "the assistant will use jortiz@contoso.com
@@ -122,32 +125,61 @@ def value_changed(a: Entry, b: Entry) -> bool:
 _CALENDAR_ALT = "|".join(sorted(_CALENDAR, key=len, reverse=True))
 _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("email", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
-    ("date", re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b(?:" + _CALENDAR_ALT
-                        + r")s?\b(?:\s+\d{1,2}\b)?")),
+    ("date", re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b|(?:(?<=the )|(?<=on ))\d{1,2}(?:st|nd|rd|th)\b|"
+                        r"\b\d{1,2}(?:st|nd|rd|th) of\b|\b(?:" + _CALENDAR_ALT
+                        + r")s?\b(?:\s+\d{1,2}\b)?(?:,?\s+\d{4}\b)?|\b(?:spring|summer|fall|autumn|winter) \d{4}\b|"
+                          r"\(\d{4}\)")),
     ("time", re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight)\b")),
     ("phone", re.compile(r"(?<![\w-])\+?\d[\d ()-]{5,}\d(?![\w-])")),
     ("money", re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?[km]\b)?|\b\d[\d,.]*\s?(?:k|dollars|euros|pounds|bucks|usd|eur)\b")),
     ("number", re.compile(r"#?\b\d+(?:[.,]\d+)*\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
                           r"eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|dozen)\b")),
 )
-#: Words that signal a change whatever the slot. Strong cues let a change of an untyped
-#: value (vegetarian -> vegan) count; weak ones ("now", "new") are common in ordinary
-#: talk, so they only vouch for a change of typed values.
+#: Words that signal a change whatever the slot. A change cue must govern a changed value,
+#: not just appear: "moved the reunion to 3 pm" is a change, "it pushed me to try" and
+#: "changed the game" are not, so the verbs that take a new value ("moved", "pushed",
+#: "raised", "changed", "switched", ...) count only when their "to" introduces a value (a
+#: typed value or a capitalised name); the rest say a change happened by themselves
+#: ("rescheduled", "no longer", "instead"). "Actually" is left out: it is mostly emphasis
+#: ("Nate actually won the tournament"), which made most false LINKs on LoCoMo dev.
+_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|"
+                r"lower(?:ed|ing)?|reduc(?:e|ed|ing)|increas(?:e|ed|ing)|extend(?:ed|ing)?|upgrad(?:e|ed|ing)|"
+                r"downgrad(?:e|ed|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|shift(?:ed|ing)?|"
+                r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought)")
+_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till) "
+                        r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
-    r"\b(?:instead|no longer|any ?more|switch(?:ed|ing)? (?:\w+ )?(?:to|from|back|over)|chang(?:ed|ing)|"
-    r"mov(?:e|ed|ing)(?: \w+){0,3} (?:to|up|back|from|out)|resched\w*|postpon\w*|delayed|renamed|"
-    r"(?:pushed|bumped|raised|dropped|cut|lowered|reduced|increased|extended|upgraded|downgraded)"
-    r"(?:(?: \w+){0,4} (?:to|back|up)| (?:the|my|our|his|her|their|your) )|"
-    r"replac(?:ed|ing)|promoted|cancel+ed|transferred|not anymore|actually|"
-    r"turns out|plot twist|correction)\b", re.I)
-_WEAK_CUE = re.compile(r"\b(?:now|these days|update(?=:)|quick update|from now on|as of|latest|currently|"
+    r"\b(?:instead\b(?! of)|no longer|not any ?more|any ?more\b|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
+    r"replac(?:ed|ing)|promoted|transferred|turns out|plot twist|correction|"
+    r"switch(?:ed|ing)? (?:back|over|from)\b|switch(?:ed|ing)? \w+s\b|"
+    r"chang(?:ed|ing) (?:my|our|his|her|their) minds?|(?:pushed|moved|bumped) (?:\w+ ){0,3}(?:back|up|forward|out)\b|"
+    r"(?:raised|cut|lowered|reduced|increased|dropped|extended|upgraded|downgraded) "
+    r"(?:the|my|our|his|her|their|your) )",
+    re.I)
+#: "X instead of Y": Y names what was replaced, so it is a change of the entry stating Y,
+#: and of no other ("Instead of getting stuck, John worked hard" replaces nothing stated).
+_INSTEAD_OF = re.compile(r"\binstead of ((?:[\w'-]+ ){0,3}[\w'-]+)", re.I)
+_WEAK_CUE = re.compile(r"\b(?:now|these days|nowadays|update(?=:)|quick update|from now on|as of|latest|currently|"
                        r"new (?:one|number|address|email|job|place|time|date))\b", re.I)
+#: A state that holds at present, said of something that used to be a habit or a lasting
+#: state ("I take my coffee black, always have" -> "these days I take it with oat milk").
+_CURRENT = re.compile(r"\b(?:these days|nowadays|lately|any ?more)\b", re.I)
+#: An ongoing state expected to end ("my mom is still in the hospital", "still open").
+_STILL = re.compile(r"\bstill\b", re.I)
 #: Habitual vs one-off wording: "I usually run 5 km" and "today I ran 12 km" are both true.
 _HABIT = re.compile(r"\b(?:usually|always|normally|typically|often|every|each|most days|weekly|daily)\b", re.I)
 _EPISODE = re.compile(r"\b(?:today|yesterday|tonight|this (?:morning|afternoon|evening|week|weekend)|last (?:night|"
-                      r"week|weekend|month|year|" + "|".join([*WEEKDAYS, *WEEKDAY_ABBR])
+                      r"week|weekend|month|year|summer|spring|fall|autumn|winter|"
+                      + "|".join([*WEEKDAYS, *WEEKDAY_ABBR])
                       + r")|ago|the other day|(?:week|weekend) of \d{4})\b", re.I)
-_NEW_SLOT = re.compile(r"\bnew ([a-z]+)")
+#: "my new number", "the new venue": a possessive or definite "new" on one thing replaces
+#: it; "some new teammates", "a new city" add one more.
+_NEW_SLOT = re.compile(r"\b(?:my|our|his|her|their|your|the) new ([a-z]+)")
+#: The reporter of a reported statement is its source, not its subject ("Helen said the
+#: gala moved": the gala changed, not Helen).
+_REPORTED = re.compile(r"(\w+) (?:said|says|told|tells|mentioned|announced|texted|emailed|wrote|confirmed)\b", re.I)
+#: A first-person plural: the speakers share what they talk about ("our table").
+_GROUP = re.compile(r"\b(?:we|our|us|we're|we've)\b", re.I)
 _CAPTION = re.compile(r"\[shared image:[^\]]*\]")
 _AGAIN = re.compile(r"\b(?:again|another|also|once more|one more|as well|too)\b", re.I)
 #: Status words: with "now" / "as of" they mark a changed state without a typed value.
@@ -179,6 +211,8 @@ _QUESTION = re.compile(r"^(?:\w+: )?(?:what|when|where|who|whom|whose|why|how|wh
 #: A noun owned by someone ("Quinn's husband", "my mom"): the owner's relative is its subject.
 _OWNED = re.compile(r"(?:'s|\b(?:my|our|his|her|their|your))\s+([a-z]+)(?:\s+([a-z]+))?")
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'@.+-]*|\|")
+_FIRST_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
+_SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +227,18 @@ class _Profile:
     kin: frozenset[str]  # every relative it mentions
     subjects: frozenset[str]
     habit: bool
-    episode: bool
+    episode: bool  # a one-off event: "yesterday", "last summer", a grounded date before the statement
     again: bool
     question: bool
+    strong: bool  # a change cue governing a value ("moved it to 3 pm", "rescheduled", "no longer")
+    weak: bool  # "now", "from now on", "currently": a present state, not necessarily a new one
+    replaced: frozenset[str]  # slot stems of "instead of Y": what the statement replaces
+    new_slots: frozenset[str]  # "my new number": the slot a possessive "new" renews
+    current: bool  # "these days", "nowadays"
+    still: bool  # "still": a state expected to end
+    status: frozenset[str]  # status words ("closed", "in progress", "home")
+    group: bool  # "we", "our": the speakers share the thing talked about
+    sentences: int
 
 
 _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s?([ap])?")
@@ -216,15 +259,64 @@ def _normal(kind: str, value: str) -> str:
 
 def _profile(entry: Entry) -> _Profile:
     """The entry's profile, cached: coarsening compares one entry with many candidates."""
-    return _profile_of(entry.text, entry.speaker, tuple(entry.persons), tuple(entry.entities), entry.location)
+    return _profile_of(entry.text, entry.speaker, tuple(entry.persons), tuple(entry.entities), entry.location,
+                       entry.timestamp.date() if entry.timestamp else None)
+
+
+#: Grounded dates the extractor writes next to relative ones: "(2024-04-20)", "(week of
+#: 2023-06-19)", "(June 2023)", "(summer 2023)", "(2022)".
+_GROUNDED = re.compile(r"\((?:the )?(?:(week of )?(\d{4})-(\d{2})-(\d{2})|(" + "|".join(MONTHS)
+                       + r"|spring|summer|fall|autumn|winter) (\d{4})|(\d{4}))\)", re.I)
+_SEASON_END = {"spring": 5, "summer": 8, "fall": 11, "autumn": 11, "winter": 14}
+
+
+def _dated_past(text: str, day: date | None) -> bool:
+    """Whether the statement grounds an event before the day it was made ("last week (week
+    of 2023-06-19)", "yesterday (2024-04-20)"): a dated past event, not a state or a plan."""
+    if day is None:
+        return False
+    for m in _GROUNDED.finditer(text):
+        week, y, mo, d, named, named_year, year = m.groups()
+        if y:
+            end = date(int(y), int(mo), int(d)) + timedelta(days=6 if week else 0)
+            if end < day:
+                return True
+        elif named:
+            last = MONTHS.index(named.lower()) + 1 if named.lower() in MONTHS else _SEASON_END[named.lower()]
+            if (int(named_year) + (last - 1) // 12, (last - 1) % 12 + 1) < (day.year, day.month):
+                return True
+        elif year and int(year) < day.year:
+            return True
+    return False
+
+
+def _value_follows(rest: str, named: set[str]) -> bool:
+    """Whether ``rest`` (original case) opens on a value: a typed value, a capitalised name
+    or one of the entry's named values ("... to 8:45", "... to Lighthouse")."""
+    if not rest:
+        return False
+    low = rest.lower()
+    if rest[0].isupper() or rest[0].isdigit() or rest[0] in "$€£¥#" or any(low.startswith(n) for n in named):
+        return True
+    return any(p.match(low) for _, p in _TYPED_VALUES)
+
+
+def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
+    """(a change cue governs a value in ``text``, slot stems of an "instead of Y")."""
+    strong = bool(_STRONG_CUE.search(text)) or any(_value_follows(text[m.end():], named)
+                                                   for m in _CHANGE_TO.finditer(text))
+    replaced = frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in _WORD.findall(m.group(1).lower())
+                         if w not in STOPWORDS and w not in _LIGHT)
+    return strong, replaced
 
 
 @functools.lru_cache(maxsize=8192)
 def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entities: tuple[str, ...],
-                location: str | None) -> _Profile:
+                location: str | None, day: date | None = None) -> _Profile:
     entry = Entry("", text, persons=list(persons_), entities=list(entities), location=location, speaker=speaker)
     # What an attached picture shows is an event of its own, never a slot's value.
-    text = _CAPTION.sub(" ", _statement(entry)).strip()
+    original = _CAPTION.sub(" ", text[len(speaker) + 2:] if speaker and text.startswith(f"{speaker}: ") else text)
+    text = original.lower().strip()
     values: dict[str, set[str]] = {}
     rest = text
     for kind, pattern in _TYPED_VALUES:
@@ -236,9 +328,13 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     named = {n.lower() for n in [*entry.entities, *([entry.location] if entry.location else [])]
              if n and n.lower() in text and n.lower() not in persons
              and not _CALENDAR.intersection(_WORD.findall(n.lower()))}
+    value_words = {w for v in named for w in v.split()}
+    # A name given as an example is not the slot's value: "games like RPGs" / "a strategy
+    # game like Civilization" state a taste, not a replaced game.
+    named = {n for n in named if not re.search(r"\b(?:like|such as|including|e\.g\.,?) (?:the )?" + re.escape(n), text)}
     if named:
         values["name"] = named
-    value_words = {w for v in named for w in v.split()}
+    strong, replaced = _cues(original, named)
     tokens = _WORDS.findall(rest)
     slots: set[str] = set()
     before: dict[str, str] = {}
@@ -264,10 +360,11 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
             linking = True
         elif word not in ("the", "a", "an", "my", "our", "your", "his", "her", "their") and not word.isdigit():
             last_slot, linking = "", False
-        # The word a slot noun follows: a modifier ("blue jacket") or an owner ("Nadia's birthday").
+        # The word a slot noun follows: a modifier ("blue jacket") or an owner ("Nadia's
+        # birthday"); a name there is the slot's value ("the Shoreditch office"), not a modifier.
         possessive = tok.endswith("'s")
         prev = tok.strip(".") if (possessive or (word not in STOPWORDS and word not in persons)) \
-            and word not in _LIGHT else ""
+            and word not in _LIGHT and word not in value_words else ""
     return _Profile(
         values={k: frozenset(v) for k, v in values.items()},
         slots=frozenset(slots),
@@ -277,12 +374,24 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         kin=frozenset(w.strip(".,;:!?'") for w in text.split()) & _RELATION,
         subjects=frozenset(_subjects(entry)),
         habit=bool(_HABIT.search(text)),
-        episode=bool(_EPISODE.search(text)),
+        episode=bool(_EPISODE.search(text)) or _dated_past(text, day),
         again=bool(_AGAIN.search(text)),
         # A question states nothing, unless it is a request carrying a value ("My flight
-        # lands at 4:40, can you pick me up?"); a name alone is what it asks about.
-        question=text.rstrip().rstrip('"').endswith("?")
-        and (bool(_QUESTION.match(text)) or not set(values) - {"name"}),
+        # lands at 4:40, can you pick me up?"); a name alone is what it asks about. A
+        # question opening the entry asks too ("Has Audrey ever volunteered? It can be so
+        # rewarding.").
+        question=(text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text))
+                                                                or not set(values) - {"name"}))
+        or (bool(_QUESTION.match(text)) and _FIRST_SENTENCE.match(text).group().endswith("?")),
+        strong=strong,
+        weak=bool(_WEAK_CUE.search(text)),
+        replaced=replaced,
+        new_slots=frozenset(stem(w) for w in _NEW_SLOT.findall(text) if not w.endswith("s") or w.endswith("ss")),
+        current=bool(_CURRENT.search(text)),
+        still=bool(_STILL.search(text)),
+        status=frozenset(m.group().lower() for m in _STATUS.finditer(text)),
+        group=bool(_GROUP.search(text)),
+        sentences=len(_SENTENCE_END.findall(text.rstrip(" .!?\"'") + ".")),
     )
 
 
@@ -313,7 +422,13 @@ def _count(values: frozenset[str]) -> int:
     return len(plain) if plain else len(values)
 
 
-def co_true(old: Entry, new: Entry) -> str | None:
+def _speakers_only(entry: Entry, subjects: frozenset[str]) -> bool:
+    """Whether the only person the statement names is its own speaker (the extractor's
+    third person for "I")."""
+    return bool(entry.speaker) and subjects <= {(entry.speaker or "").lower()}
+
+
+def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
     """Why two entries can both be true (so neither updates the other), or None.
 
     * different subjects: different persons named, or a relative of one of them
@@ -326,12 +441,17 @@ def co_true(old: Entry, new: Entry) -> str | None:
     * a document: markdown, code or a passage longer than a fact (an assistant's
       explanation holds many numbers and "updated" headings, and fills no single slot);
     * a question: it asks, it states no value.
+
+    ``changed``: the new statement's wording says it changes something. Two speakers are
+    then one subject when the newer one speaks for both ("Noah reserved a table" / "Emma
+    pushed our table to 8:45"): the table is theirs, not one person's.
     """
-    if different_subjects(old, new):
-        return "different subjects"
     if _document(old.text) or _document(new.text):
         return "a document"
     pa, pb = _profile(old), _profile(new)
+    if different_subjects(old, new) and not (changed and pb.group and _speakers_only(old, pa.subjects)
+                                             and _speakers_only(new, pb.subjects)):
+        return "different subjects"
     if pa.question or pb.question:
         return "question"
     if not (pa.relations <= pb.kin and pb.relations <= pa.kin):
@@ -393,70 +513,137 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, c
     statements are about, not what: "Ana should give me tips for Lisbon" and "Ana
     suggested a hotel in Alfama" share Ana and fill no common slot.
     """
+    return update_reason(old, new, similarity, config, context, names) is not None
+
+
+#: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "they
+#: sold the Civic". A value named next to one of them is the value being replaced.
+_ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
+                    r"shut down|ended|broke up|retired|no longer|not|n't|never|gone|over)\b", re.I)
+_CLAUSE = re.compile(r"[,;.!?:]+|\s+(?:so|but|and|because)\s+")
+
+
+def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, kinds: list[str]) -> list[str]:
+    """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
+    so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):
+    saying what is replaced is the plainest way of replacing it. Only a clause with an
+    ending word counts: chit-chat names the same brands and places again and again."""
+    ended = [c for c in _CLAUSE.split(text) if _ENDED.search(c)]
+    if not ended:
+        return []
+    out = []
+    for k in kinds:
+        olds = pa.values[k]
+        if k == "name":
+            # "Laura left the agency" names "Laura Chen" by her first name.
+            hit = any(v in c or (len(v.split()[0]) > 2 and v.split()[0] in _WORD.findall(c)) for v in olds
+                      for c in ended)
+        else:
+            hit = any(_profile_of(c, None, (), (), None).values.get(k, frozenset()) & olds for c in ended)
+        if hit:
+            out.append(k)
+    return out
+
+
+def update_reason(old: Entry, new: Entry, similarity: float, config: Config, context: str = "",
+                  names: frozenset[str] = frozenset()) -> str | None:
+    """Why ``new`` updates ``old`` (a short label naming the rule), or None when it does not;
+    :func:`update_evidence` with the reason kept for tests and diagnostics."""
     if set(old.source_turn_ids) & set(new.source_turn_ids):
-        return False
+        return None
     by_llm = llm_state(old, new)
     if by_llm is not None:
-        return by_llm
-    if similarity < config.lambda_link or co_true(old, new):
-        return False
+        return "llm state" if by_llm else None
+    if similarity < config.lambda_link:
+        return None
     pa, pb = _profile(old), _profile(new)
+    around = _profile_of(context, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
+        if context else None
+    # "instead of Y" is a change of the entry stating Y only.
+    own_strong = pb.strong or bool(pb.replaced & pa.slots)
+    changed = changed_types(old, new)
+    turn_text = f"{_statement(new)} {context.lower()}"
+    retracted = _retracted(pa, pb, around, turn_text, changed)
+    if co_true(old, new, changed=own_strong or bool(retracted)):
+        return None
     shared = (pa.slots & pb.slots) - {stem(n) for n in names}
-    own = _statement(new)
     # Cues of the entry's own sentence; the rest of its turn lends only strong ones
     # ("Plot twist: ..."), since "now" or "update" somewhere in a long turn says little.
-    strong = bool(_STRONG_CUE.search(own) or _STRONG_CUE.search(context))
-    # "my new number", "a new roommate": "new" on the slot both statements share.
-    cued = strong or bool(_WEAK_CUE.search(own)) or any(stem(w) in shared for w in _NEW_SLOT.findall(own))
+    strong = own_strong or bool(around and around.strong) or bool(retracted)
+    # "my new number", "the new venue": "new" on the slot both statements share.
+    cued = strong or pb.weak or bool(pb.new_slots & shared)
     if pb.again and not strong:
-        return False  # "again", "also", "another": one more of the kind, not a replacement
-    changed = changed_types(old, new)
-    if not strong:
+        return None  # "again", "also", "another": one more of the kind, not a replacement
+    if not own_strong and not (around and around.strong):
         # Without a word of change the old value must be gone: "10 engineers" -> "10
-        # engineers, one week in ten" adds a number, it replaces none.
-        changed = [k for k in changed if not pa.values[k] & pb.values[k]]
+        # engineers, one week in ten" adds a number, it replaces none. A value the turn
+        # names as replaced ("the Austin heat got to me") is gone all the same.
+        changed = [k for k in changed if k in retracted or not pa.values[k] & pb.values[k]]
     if not changed:
-        # No typed value changed: a changed state word ("blocked on the review" -> "in
-        # progress now") counts only when the two statements are close, share at least
-        # two slot words, each says something the other does not, and the wording marks
-        # the change in this very sentence: a strong cue, or "now" / "as of" with a status
-        # word ("closed").
-        return ((bool(_STRONG_CUE.search(own)) or (bool(_WEAK_CUE.search(own)) and bool(_STATUS.search(own))))
-                and len(shared) >= 2 and similarity >= config.lambda_link_untyped
-                and bool(pb.slots - shared) and bool(pa.slots - shared))
+        return _untyped_change(pa, pb, around, shared, similarity, config)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
-        return False
+        return None
     kind = changed[0]
-    if pa.episode and not strong and "date" in changed:
-        # A dated past event is not rescheduled by a later date unless the wording says so.
-        return False
+    if (pa.episode or pb.episode) and not strong and "date" in changed:
+        # A dated past event is not rescheduled by a later date unless the wording says so,
+        # nor does it reschedule anything: it is an event of its own ("Nate has a tournament
+        # next month" / "Nate won a tournament on Friday").
+        return None
     if len(changed) == 1 and not strong and kind in ("date", "time") \
             and _count(pb.values[kind] - pa.values[kind]) > 1:
         # A newer statement listing several dates ("Thursday for the report and Sunday for
         # the slides") is a plan of several things, not one replaced value.
-        return False
+        return None
     if not shared:
         # Nothing but the value type in common ("my number is 555-0199" / "use 555-0733
         # from now on"): this very sentence must say that it changed.
         if len(changed) != 1:
-            return False
-        if _STRONG_CUE.search(own) or _WEAK_CUE.search(own) or any(stem(w) in pa.slots
-                                                                   for w in _NEW_SLOT.findall(own)):
-            return True
+            return None
+        if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
+            return f"{kind} changed, cue"
         # Or the turn says it around the value: "The landlord raised the rent. Starting June
         # we pay $1,600 a month." (the cue and the slot word in one sentence, the value in
         # the next).
-        around = _profile_of(context, new.speaker, tuple(new.persons), (), None).slots if context else frozenset()
-        return bool(_STRONG_CUE.search(context)) and bool((pa.slots & around) - {stem(n) for n in names})
+        if around and around.strong and (pa.slots & around.slots) - {stem(n) for n in names}:
+            return f"{kind} changed, cue and slot in the turn"
+        return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
     # for the reunion" / "15 for the reunion"); a name or a date, which chit-chat changes
     # all the time, needs two.
-    return cued or (similarity >= config.lambda_link_plain
-                    and (len(shared) >= 2 or kind in ("number", "money", "time", "phone", "email")))
+    if cued:
+        return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
+    if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
+                                                                                  "email")):
+        return f"{kind} changed, shared slot, close"
+    return None
+
+
+def _untyped_change(pa: _Profile, pb: _Profile, around: _Profile | None, shared: frozenset[str],
+                    similarity: float, config: Config) -> str | None:
+    """No typed value changed: a changed state word ("blocked on the review" -> "in progress
+    now") counts only when the two statements are close, share at least two slot words, each
+    says something the other does not, and the wording marks the change: a change cue (of
+    this sentence or its turn: "I got promoted! I'm a senior product manager now"), a new
+    status word with "now" / "as of" ("closed as of today") or after a "still" ("still in
+    the hospital" -> "came home"), or "these days" said of a habit ("I take my coffee black,
+    always have" -> "these days I take it with oat milk")."""
+    if not (len(shared) >= 2 and similarity >= config.lambda_link_untyped and pb.slots - shared
+            and pa.slots - shared and pa.sentences == 1 and pb.sentences == 1):
+        # With no typed value to point at, the whole statement is the value: only a single
+        # fact can change it, never talk of several sentences.
+        return None
+    new_status = bool(pb.status - pa.status)
+    if pb.strong or (around and around.strong):
+        return "state changed, cue"
+    if new_status and (pb.weak or pa.still):
+        return "state changed, status word"
+    if pb.current and pa.habit and not pb.episode:
+        return "habit changed"
+    return None
 
 
 def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config,
