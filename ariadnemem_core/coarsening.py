@@ -149,7 +149,7 @@ _CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed
 _CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
-    r"\b(?:instead\b(?! of)|no longer|not any ?more|any ?more\b|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
+    r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
     r"replac(?:ed|ing)|promoted|transferred|turns out|plot twist|correction|"
     r"switch(?:ed|ing)? (?:back|over|from)\b|switch(?:ed|ing)? \w+s\b|"
     r"chang(?:ed|ing) (?:my|our|his|her|their) minds?|(?:pushed|moved|bumped) (?:\w+ ){0,3}(?:back|up|forward|out)\b|"
@@ -163,7 +163,7 @@ _WEAK_CUE = re.compile(r"\b(?:now|these days|nowadays|update(?=:)|quick update|f
                        r"new (?:one|number|address|email|job|place|time|date))\b", re.I)
 #: A state that holds at present, said of something that used to be a habit or a lasting
 #: state ("I take my coffee black, always have" -> "these days I take it with oat milk").
-_CURRENT = re.compile(r"\b(?:these days|nowadays|lately|any ?more)\b", re.I)
+_CURRENT = re.compile(r"\b(?:these days|nowadays|lately|any ?more(?=\s*(?:[.,;:!?)]|$)))", re.I)
 #: An ongoing state expected to end ("my mom is still in the hospital", "still open").
 _STILL = re.compile(r"\bstill\b", re.I)
 #: Habitual vs one-off wording: "I usually run 5 km" and "today I ran 12 km" are both true.
@@ -290,6 +290,15 @@ def _dated_past(text: str, day: date | None) -> bool:
     return False
 
 
+_CAPITALISED = re.compile(r"[A-Z][\w'-]*(?: [A-Z][\w'-]*)*")
+
+
+def _capitalised(rest: str) -> str:
+    """The run of capitalised words ``rest`` opens on ("" if none)."""
+    m = _CAPITALISED.match(rest)
+    return m.group() if m else ""
+
+
 def _value_follows(rest: str, named: set[str]) -> bool:
     """Whether ``rest`` (original case) opens on a value: a typed value, a capitalised name
     or one of the entry's named values ("... to 8:45", "... to Lighthouse")."""
@@ -328,6 +337,10 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     named = {n.lower() for n in [*entry.entities, *([entry.location] if entry.location else [])]
              if n and n.lower() in text and n.lower() not in persons
              and not _CALENDAR.intersection(_WORD.findall(n.lower()))}
+    # The target of a change verb is a value even when the extractor did not tag it:
+    # "switch your replies back to English".
+    named |= {t for m in _CHANGE_TO.finditer(original)
+              if (t := _capitalised(original[m.end():]).lower()) and t not in persons and t not in _CALENDAR}
     value_words = {w for v in named for w in v.split()}
     # A name given as an example is not the slot's value: "games like RPGs" / "a strategy
     # game like Civilization" state a taste, not a replaced game.
@@ -507,8 +520,10 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, c
                     names: frozenset[str] = frozenset()) -> bool:
     """Whether ``new`` states a newer value of the slot ``old`` fills (see the module doc).
 
-    ``context`` is the rest of the new entry's turn: a change cue there ("Plot twist:",
-    "Use 555-0733 from now on") vouches for the sentence that carries the value.
+    ``context`` is what was said around the new entry: the turn before it, then, after the
+    last newline, the rest of its own turn. A change cue there ("Plot twist:", "Laura left
+    the agency.") vouches for the sentence that carries the value; only the own turn vouches
+    for a change of state without a typed value.
     ``names``: persons known in the memory (lowercased). A shared name is who the two
     statements are about, not what: "Ana should give me tips for Lisbon" and "Ana
     suggested a hotel in Alfama" share Ana and fill no common slot.
@@ -519,8 +534,9 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, c
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "they
 #: sold the Civic". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|not|n't|never|gone|over)\b", re.I)
-_CLAUSE = re.compile(r"[,;.!?:]+|\s+(?:so|but|and|because)\s+")
+                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|not|n't|never|gone|over)\b",
+                    re.I)
+_CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
 
 
 def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, kinds: list[str]) -> list[str]:
@@ -580,7 +596,12 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # names as replaced ("the Austin heat got to me") is gone all the same.
         changed = [k for k in changed if k in retracted or not pa.values[k] & pb.values[k]]
     if not changed:
-        return _untyped_change(pa, pb, around, shared, similarity, config)
+        # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
+        # senior product manager now"); the turn before is too far from a mere state word.
+        own_turn = context.rsplit("\n", 1)[-1] if "\n" in context else context
+        same = _profile_of(own_turn, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
+            if own_turn else None
+        return _untyped_change(pa, pb, same, shared, similarity, config)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.

@@ -254,12 +254,14 @@ class Ingestor:
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         counts = {"merge": 0, "link": 0, "add": 0}
-        # The other sentences of each entry's turn: a change cue there ("Plot twist:") vouches
-        # for the sentence that carries the new value.
+        # The other sentences of each entry's turn and of the turn before it: a change cue
+        # there ("Plot twist:", "Laura left the agency." before "invoices will go to Marcus
+        # Webb") vouches for the sentence that carries the new value.
         said: dict[str, list[str]] = {}
         for entry in entries:
             for tid in entry.source_turn_ids[:1]:
                 said.setdefault(tid, []).append(entry.text)
+        previous = dict(zip(list(said)[1:], list(said), strict=False))
         # Every person known in the scope: a shared name is a subject, never a shared slot.
         names = frozenset(self.store.known_persons(scope.user_id)) | frozenset(
             p.lower() for e in entries for p in (*e.persons, *e.entities))
@@ -271,8 +273,10 @@ class Ingestor:
                 recent = window[-MAX_WINDOW_CANDIDATES:]
                 sims = np.stack([w.vector for w in recent]) @ entry.vector
                 candidates += list(zip(recent, (float(s) for s in sims), strict=True))
-            context = " ".join(t for t in said.get(entry.source_turn_ids[0], ()) if t != entry.text) \
-                if entry.source_turn_ids else ""
+            tid = entry.source_turn_ids[0] if entry.source_turn_ids else ""
+            # The turn before, then (on the last line) the rest of this turn.
+            context = " ".join(said.get(previous.get(tid, ""), ())) + "\n" + " ".join(
+                t for t in said.get(tid, ()) if t != entry.text)
             decision = coarsening.decide(entry, candidates, cfg, context, names)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:

@@ -26,6 +26,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, system_user
+from .text import COURTESY_WORDS, keywords
 
 
 class Context(Protocol):
@@ -188,6 +189,17 @@ def _state_at(top: Any, facts: list[Any], when: datetime | None) -> Any:
     return top
 
 
+_ROLES = frozenset({"user", "assistant"})
+
+
+def _says_something(fact: Any) -> bool:
+    """Whether the fact holds a content word beyond who said it and courtesy words."""
+    speaker = str(getattr(fact, "speaker", None) or "")
+    words = keywords(str(fact.text), exclude=[speaker] if speaker else [])
+    return any(w.lower() not in COURTESY_WORDS and w.lower() not in _ROLES and w.lower() != speaker.lower()
+               for w in words)
+
+
 def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer[C]:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
@@ -211,7 +223,9 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
                  for f in facts]
         body = f"{len(facts)} stored mentions match; count the distinct events: " + " | ".join(dated)
     elif facts:
-        top = _state_at(max(facts, key=lambda f: float(getattr(f, "score", 0.0) or 0.0)), facts,
+        # A courtesy ("The user: Nice.") answers nothing, however well it scored.
+        pool = [f for f in facts if _says_something(f)] or facts
+        top = _state_at(max(pool, key=lambda f: float(getattr(f, "score", 0.0) or 0.0)), facts,
                         asked_time(question, facts))
         # The other sentences of the same turn come along: "The landlord raised the rent."
         # is the update, "Starting June we pay $1,600 a month." holds the value.
