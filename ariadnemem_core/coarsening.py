@@ -531,11 +531,11 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, c
     return update_reason(old, new, similarity, config, context, names) is not None
 
 
-#: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "they
-#: sold the Civic". A value named next to one of them is the value being replaced.
+#: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
+#: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|not|n't|never|gone|over)\b",
-                    re.I)
+                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|not|never|"
+                    r"gone|over)\b|n't\b", re.I)
 _CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
 
 
@@ -576,7 +576,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
     around = _profile_of(context, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
         if context else None
     # "instead of Y" is a change of the entry stating Y only.
-    own_strong = pb.strong or bool(pb.replaced & pa.slots)
+    own_strong = pb.strong or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in
+                                                            v.split()}))
     changed = changed_types(old, new)
     turn_text = f"{_statement(new)} {context.lower()}"
     retracted = _retracted(pa, pb, around, turn_text, changed)
@@ -618,18 +619,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # the slides") is a plan of several things, not one replaced value.
         return None
     if not shared:
-        # Nothing but the value type in common ("my number is 555-0199" / "use 555-0733
-        # from now on"): this very sentence must say that it changed.
-        if len(changed) != 1:
-            return None
-        if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
-            return f"{kind} changed, cue"
-        # Or the turn says it around the value: "The landlord raised the rent. Starting June
-        # we pay $1,600 a month." (the cue and the slot word in one sentence, the value in
-        # the next).
-        if around and around.strong and (pa.slots & around.slots) - {stem(n) for n in names}:
-            return f"{kind} changed, cue and slot in the turn"
-        return None
+        return _unshared_change(pa, pb, around, changed, own_strong, names)
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
@@ -640,6 +630,21 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
     if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
                                                                                   "email")):
         return f"{kind} changed, shared slot, close"
+    return None
+
+
+def _unshared_change(pa: _Profile, pb: _Profile, around: _Profile | None, changed: list[str], own_strong: bool,
+                     names: frozenset[str]) -> str | None:
+    """A changed value with nothing but its type in common ("my number is 555-0199" / "use
+    555-0733 from now on"): this very sentence must say that it changed, or its turn must,
+    naming the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
+    the cue and the slot word in one sentence, the value in the next)."""
+    if len(changed) != 1:
+        return None
+    if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
+        return f"{changed[0]} changed, cue"
+    if around and around.strong and (pa.slots & around.slots) - {stem(n) for n in names}:
+        return f"{changed[0]} changed, cue and slot in the turn"
     return None
 
 

@@ -3,26 +3,35 @@ can both be true never are, and the latest state is what the memory answers with
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+
 import pytest
 
 from ariadnemem_core import Config
 from ariadnemem_core.bench.updates import load_suite, run_update_suite
-from ariadnemem_core.coarsening import Action, changed_types, co_true, decide
+from ariadnemem_core.coarsening import Action, changed_types, co_true, decide, update_reason
 from ariadnemem_core.models import Entry
 
 #: What the offline (rule) detector reaches on the shipped suite; the issue's targets are
 #: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason.
-MIN_LINKED = 72.0
+MIN_LINKED = 89.0
 MIN_NEGATIVES_CLEAN = 100.0
-MIN_LATEST = 78.0
+MIN_LATEST = 91.0
+#: The held-out dialogues (tests/data/update_dialogues_heldout.json) were written before the
+#: rules were last tuned and never used to tune them: they check that the rules generalise.
+#: The floors are modest on purpose (what they reach is reported in docs/concepts/coarsening.md).
+MIN_HELDOUT_LINKED = 50.0
+MIN_HELDOUT_NEGATIVES_CLEAN = 80.0
+HELDOUT = Path(__file__).parent / "data" / "update_dialogues_heldout.json"
 
 
 def _e(eid: str, text: str, *, speaker: str | None = None, persons: tuple[str, ...] = (),
-       turn: str | None = None, entities: tuple[str, ...] = ()) -> Entry:
+       turn: str | None = None, entities: tuple[str, ...] = (), at: datetime | None = None) -> Entry:
     from ariadnemem_core import text as g
 
     return Entry(eid, text, keywords=g.keywords(text), persons=list(persons), entities=list(entities),
-                 speaker=speaker, source_turn_ids=[turn or f"t-{eid}"])
+                 speaker=speaker, source_turn_ids=[turn or f"t-{eid}"], timestamp=at)
 
 
 def test_suite_shape() -> None:
@@ -48,6 +57,16 @@ def test_update_suite_meets_its_floors(minilm) -> None:
     assert result["negatives_clean"] >= MIN_NEGATIVES_CLEAN, (summary, result["failures"])
     assert result["linked"] >= MIN_LINKED, (summary, result["failures"])
     assert result["latest_answered"] >= MIN_LATEST, (summary, result["failures"])
+
+
+def test_heldout_dialogues_generalise(minilm) -> None:
+    heldout = load_suite(HELDOUT)
+    assert sum(d["kind"] == "update" for d in heldout) >= 15 and sum(d["kind"] == "negative" for d in heldout) >= 8
+    assert not {d["id"] for d in heldout} & {d["id"] for d in load_suite()}
+    result = run_update_suite(heldout, embedder=minilm)
+    summary = {k: round(result[k], 1) for k in ("linked", "negatives_clean", "latest_answered")}
+    assert result["linked"] >= MIN_HELDOUT_LINKED, (summary, result["failures"])
+    assert result["negatives_clean"] >= MIN_HELDOUT_NEGATIVES_CLEAN, (summary, result["failures"])
 
 
 @pytest.mark.parametrize(("old", "new", "why"), [
@@ -178,3 +197,131 @@ def test_llm_states_decide_updates_when_configured(server) -> None:
     items = validate_output({"entries": [{"text": "x y", "source_turn_ids": ["T1"], "state": {"subject": "a"}},
                                          {"text": "z", "source_turn_ids": ["T1"], "state": "home"}]}, turns[:1])
     assert [i["state"] for i in items] == [None, None]
+
+
+JULY = datetime(2023, 7, 10, 12)
+
+
+def _reason(old: Entry, new: Entry, similarity: float, context: str = "") -> str | None:
+    return update_reason(old, new, similarity, Config(), context)
+
+
+@pytest.mark.parametrize(("old", "new", "sim", "linked"), [
+    # A change verb counts when its "to" introduces a value ...
+    (_e("a", "The reunion dinner is on Friday."), _e("b", "Ola pushed the reunion dinner to Saturday."), 0.6, True),
+    # ... not when it introduces a verb ("pushed Jon to open") or names no value ("changed the game").
+    (_e("a", "The studio opens on Monday."),
+     _e("b", "Losing the job pushed Jon to open the studio on Tuesday.", persons=("Jon",)), 0.6, False),
+    (_e("a", "The match with the Hawks is on Friday."),
+     _e("b", "That block changed the game, the match is on Sunday."), 0.6, False),
+    # "Actually" is emphasis, not a change word.
+    (_e("a", "The match with the Hawks is on Friday."),
+     _e("b", "Actually the match with the Hawks is on Sunday."), 0.6, False),
+    # "instead of Y" replaces Y: the entry stating Y, and nothing else.
+    (_e("a", "Mila's book club meets at the Corner Cafe.", entities=("Corner Cafe",)),
+     _e("b", "Mila's book club meets at Lola's Bakery instead of the Corner Cafe.",
+        entities=("Lola's Bakery", "Corner Cafe")), 0.6, True),
+    (_e("a", "Mila's book club meets at the Corner Cafe.", entities=("Corner Cafe",)),
+     _e("b", "Instead of getting stuck at home, Mila's book club read at Lola's Bakery.",
+        entities=("Lola's Bakery",)), 0.6, False),
+    # A name given as an example is no value: "games like Civilization" / "like Total War".
+    (_e("a", "James plays strategy games like Civilization.", persons=("James",), entities=("Civilization",)),
+     _e("b", "James now plays strategy games like Total War.", persons=("James",), entities=("Total War",)),
+     0.75, False),
+    (_e("a", "James plays Civilization every night.", persons=("James",), entities=("Civilization",)),
+     _e("b", "James plays Total War every night now.", persons=("James",), entities=("Total War",)), 0.75, True),
+    # Ordinals are dates after "the" / "on" only: "Nate's 4th tournament" counts tournaments.
+    (_e("a", "Nate's 4th tournament was fun.", persons=("Nate",)),
+     _e("b", "Nate's 5th tournament was fun too.", persons=("Nate",)), 0.8, False),
+    (_e("a", "The recital is on the 4th."), _e("b", "The recital got moved to the 5th."), 0.6, True),
+    # An entry opening on a question asks, whatever follows it.
+    (_e("a", "Has Audrey volunteered at the shelter on Mondays? It is rewarding."),
+     _e("b", "Audrey volunteers at the shelter on Tuesdays now."), 0.7, False),
+    # "my new X" renews X; "some new teammates" adds people.
+    (_e("a", "My roommate is Alex.", entities=("Alex",)), _e("b", "My new roommate is Jordan.", entities=("Jordan",)),
+     0.6, True),
+    (_e("a", "John met his teammates at Luigi's.", entities=("Luigi's",)),
+     _e("b", "John met some new teammates at Sal's.", entities=("Sal's",)), 0.6, False),
+])
+def test_change_words_must_govern_a_value(old: Entry, new: Entry, sim: float, linked: bool) -> None:
+    assert (_reason(old, new, sim) is not None) is linked, _reason(old, new, sim)
+
+
+def test_naming_the_old_value_as_ended_is_a_change() -> None:
+    """ "Pho Saigon closed, so we booked Green Leaf": the turn names the old value with an
+    ending word. Naming it without one ("the deals with Nike and Gatorade") replaces nothing."""
+    lunch = _e("a", "The team lunch is at Pho Saigon on Friday.", entities=("Pho Saigon",))
+    booked = _e("b", "so we booked Green Leaf for the team lunch.", entities=("Green Leaf",))
+    assert _reason(lunch, booked, 0.6, "Pho Saigon closed for good,") is not None
+    assert _reason(lunch, booked, 0.6, "Pho Saigon was packed,") is None
+    # the turn before counts too: a confirmation after "Laura left the agency."
+    contact = _e("c", "Laura Chen gets a copy of every invoice.", entities=("Laura Chen",))
+    confirm = _e("d", "Thanks, invoices will go to Marcus Webb.", entities=("Marcus Webb",))
+    assert _reason(contact, confirm, 0.67, "Laura left the agency. My contact is Marcus Webb now.\n") is not None
+    assert _reason(contact, confirm, 0.67, "\n") is None
+    deal = _e("e", "John signed a shoe deal with Nike.", entities=("Nike",))
+    both = _e("f", "The shoe deals with Nike and Gatorade are huge!", entities=("Nike", "Gatorade"))
+    assert _reason(deal, both, 0.6) is None
+
+
+def test_dated_past_events_neither_update_nor_are_updated() -> None:
+    plan = _e("a", "Nate has a gaming tournament next month (August 2023).", persons=("Nate",), at=JULY)
+    won = _e("b", "Nate won a gaming tournament last week (week of 2023-07-03)!", persons=("Nate",), at=JULY)
+    assert _reason(plan, won, 0.75) is None
+    met = _e("c", "John met his teammates on Friday (2023-07-07).", at=JULY)
+    again = _e("d", "John met the teammates on Sunday (2023-07-16).", at=datetime(2023, 7, 20))
+    assert co_true(met, again) == "two episodes"
+    show = _e("e", "The art show is next month (August 2023).", at=JULY)
+    later = _e("f", "The art show is next month (September 2023) now.", at=datetime(2023, 7, 20))
+    assert _reason(show, later, 0.75) is not None  # two plans: the later one replaces the first
+
+
+def test_reporters_and_shared_things_keep_the_subject() -> None:
+    """ "Marta said the launch moved": Marta reports, the launch is the subject. "Emma moved
+    our table": the table is both speakers'. Two people's own things stay apart."""
+    launch = _e("a", "The book launch is at the Old Town Library.", speaker="Pia", entities=("Old Town Library",))
+    moved = _e("b", "Marta said the book launch moved to the Riverside Library.", speaker="Pia",
+               persons=("Marta",), entities=("Riverside Library",))
+    assert _reason(launch, moved, 0.6) is not None
+    pias = _e("c", "Pia's book launch is at the Old Town Library.", speaker="Pia", persons=("Pia",),
+              entities=("Old Town Library",))
+    martas = _e("d", "Marta's book launch is at the Riverside Library.", speaker="Pia", persons=("Marta",),
+                entities=("Riverside Library",))
+    assert _reason(pias, martas, 0.6) is None
+    table = _e("e", "Noah booked a table at Bruno's for 8 pm.", speaker="Noah", persons=("Noah",), entities=("Bruno",))
+    ours = _e("f", "Emma moved our table to 9:15.", speaker="Emma", persons=("Emma",))
+    assert _reason(table, ours, 0.55) is not None
+    hers = _e("g", "Emma booked a table at Sal's for 9:15.", speaker="Emma", persons=("Emma",), entities=("Sal",))
+    assert _reason(table, hers, 0.75) is None
+
+
+def test_state_changes_without_a_value_need_one_fact_and_a_marked_change() -> None:
+    review = _e("a", "The visa application is still under review.")
+    assert _reason(review, _e("b", "The visa application got approved now."), 0.75) is not None
+    talk = _e("c", "The visa application got approved. It was a long wait, we celebrated with the whole family!")
+    assert _reason(_e("d", "The visa application is under review."), talk, 0.75) is None
+    walks = _e("e", "Theo always walks to school.")
+    assert _reason(walks, _e("f", "These days Theo bikes to school."), 0.72) is not None
+    assert _reason(walks, _e("g", "Yesterday Theo biked to school, these days are sunny."), 0.72) is None
+    # a change word of the same turn vouches; one of the turn before does not
+    title = _e("h", "The user is a product manager at Zenith, working on roadmaps.", entities=("Zenith",))
+    senior = _e("i", "The user is a senior product manager at Zenith now.", entities=("Zenith",))
+    assert _reason(title, senior, 0.72, "\nThe user got promoted!") is not None
+    assert _reason(title, senior, 0.72, "The user got promoted!\n") is None
+
+
+def test_offline_answer_skips_courtesy_facts() -> None:
+    from ariadnemem_core.evidence import Fact
+    from ariadnemem_core.synthesis import extractive_answer
+
+    class Graph:
+        fast_path = None
+        stats: dict[str, object] = {}
+        facts = [Fact("a", "The user: Nice.", JULY, ["t1"], 0.44, "terminal", speaker="user"),
+                 Fact("b", "The user is a senior product manager now.", JULY, ["t2"], 0.42, "terminal",
+                      speaker="user")]
+
+        def to_text(self) -> str:
+            return ""
+
+    assert "senior product manager" in extractive_answer("What is the user's job title?", Graph()).text
