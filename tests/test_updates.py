@@ -314,14 +314,11 @@ def test_offline_answer_skips_courtesy_facts() -> None:
     from ariadnemem_core.evidence import Fact
     from ariadnemem_core.synthesis import extractive_answer
 
-    class Graph:
-        fast_path = None
-        stats: dict[str, object] = {}
-        facts = [Fact("a", "The user: Nice.", JULY, ["t1"], 0.44, "terminal", speaker="user"),
-                 Fact("b", "The user is a senior product manager now.", JULY, ["t2"], 0.42, "terminal",
-                      speaker="user")]
+    from types import SimpleNamespace
 
-        def to_text(self) -> str:
-            return ""
-
-    assert "senior product manager" in extractive_answer("What is the user's job title?", Graph()).text
+    graph = SimpleNamespace(
+        fast_path=None, stats={}, to_text=lambda: "",
+        facts=[Fact("a", "The user: Nice.", JULY, ["t1"], 0.44, "terminal", speaker="user"),
+               Fact("b", "The user is a senior product manager now.", JULY, ["t2"], 0.42, "terminal",
+                    speaker="user")])
+    assert "senior product manager" in extractive_answer("What is the user's job title?", graph).text
