@@ -311,10 +311,10 @@ def test_state_changes_without_a_value_need_one_fact_and_a_marked_change() -> No
 
 
 def test_offline_answer_skips_courtesy_facts() -> None:
+    from types import SimpleNamespace
+
     from ariadnemem_core.evidence import Fact
     from ariadnemem_core.synthesis import extractive_answer
-
-    from types import SimpleNamespace
 
     graph = SimpleNamespace(
         fast_path=None, stats={}, to_text=lambda: "",
