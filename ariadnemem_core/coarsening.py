@@ -145,7 +145,9 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|"
                 r"lower(?:ed|ing)?|reduc(?:e|ed|ing)|increas(?:e|ed|ing)|extend(?:ed|ing)?|upgrad(?:e|ed|ing)|"
                 r"downgrad(?:e|ed|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|shift(?:ed|ing)?|"
-                r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought)")
+                r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
+                r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
+                r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
 _CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
@@ -172,9 +174,9 @@ _EPISODE = re.compile(r"\b(?:today|yesterday|tonight|this (?:morning|afternoon|e
                       r"week|weekend|month|year|summer|spring|fall|autumn|winter|"
                       + "|".join([*WEEKDAYS, *WEEKDAY_ABBR])
                       + r")|ago|the other day|(?:week|weekend) of \d{4})\b", re.I)
-#: "my new number", "the new venue": a possessive or definite "new" on one thing replaces
-#: it; "some new teammates", "a new city" add one more.
-_NEW_SLOT = re.compile(r"\b(?:my|our|his|her|their|your|the) new ([a-z]+)")
+#: "my new number", "the new April 25 deadline": a possessive or definite "new" on one
+#: thing replaces it; "some new teammates", "a new city" add one more.
+_NEW_SLOT = re.compile(r"\b(?:my|our|his|her|their|your|the|this) new ((?:[\w'-]+ ){0,2}[a-z]+)")
 #: The reporter of a reported statement is its source, not its subject ("Helen said the
 #: gala moved": the gala changed, not Helen).
 _REPORTED = re.compile(r"(\w+) (?:said|says|told|tells|mentioned|announced|texted|emailed|wrote|confirmed)\b", re.I)
@@ -399,7 +401,8 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         strong=strong,
         weak=bool(_WEAK_CUE.search(text)),
         replaced=replaced,
-        new_slots=frozenset(stem(w) for w in _NEW_SLOT.findall(text) if not w.endswith("s") or w.endswith("ss")),
+        new_slots=frozenset(stem(w) for m in _NEW_SLOT.findall(text) for w in m.split()
+                            if not w.endswith("s") or w.endswith("ss")),
         current=bool(_CURRENT.search(text)),
         still=bool(_STILL.search(text)),
         status=frozenset(m.group().lower() for m in _STATUS.finditer(text)),
@@ -596,12 +599,12 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # engineers, one week in ten" adds a number, it replaces none. A value the turn
         # names as replaced ("the Austin heat got to me") is gone all the same.
         changed = [k for k in changed if k in retracted or not pa.values[k] & pb.values[k]]
+    # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
+    # senior product manager now") or without a shared slot word; the turn before is too far.
+    own_turn = context.rsplit("\n", 1)[-1] if "\n" in context else context
+    same = _profile_of(own_turn, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
+        if own_turn else None
     if not changed:
-        # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
-        # senior product manager now"); the turn before is too far from a mere state word.
-        own_turn = context.rsplit("\n", 1)[-1] if "\n" in context else context
-        same = _profile_of(own_turn, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
-            if own_turn else None
         return _untyped_change(pa, pb, same, shared, similarity, config)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
@@ -619,7 +622,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # the slides") is a plan of several things, not one replaced value.
         return None
     if not shared:
-        return _unshared_change(pa, pb, around, changed, own_strong, names)
+        return _unshared_change(pa, pb, same, changed, own_strong, names)
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
