@@ -162,7 +162,10 @@ _STRONG_CUE = re.compile(
 #: and of no other ("Instead of getting stuck, John worked hard" replaces nothing stated).
 _INSTEAD_OF = re.compile(r"\binstead of ((?:[\w'-]+ ){0,3}[\w'-]+)", re.I)
 _WEAK_CUE = re.compile(r"\b(?:now|these days|nowadays|update(?=:)|quick update|from now on|as of|latest|currently|"
-                       r"new (?:one|number|address|email|job|place|time|date))\b", re.I)
+                       r"new (?:one|number|address|email|job|place|time|date)|"
+                       # when the present state began: "living in Portland since the summer"
+                       r"since (?:the |last |early |late |mid-?)?(?:spring|summer|fall|autumn|winter|"
+                       + "|".join(MONTHS) + r"|\d{4}))\b", re.I)
 #: A state that holds at present, said of something that used to be a habit or a lasting
 #: state ("I take my coffee black, always have" -> "these days I take it with oat milk").
 _CURRENT = re.compile(r"\b(?:these days|nowadays|lately|any ?more(?=\s*(?:[.,;:!?)]|$)))", re.I)
@@ -542,6 +545,19 @@ _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|do
 _CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
 
 
+def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[str]]:
+    """The values of the clauses of ``entry`` that hold a shared slot word: what the
+    attribute is said to be, not every value around it ("living in Portland since the
+    summer, the Austin heat got to me": Portland, not Austin)."""
+    held: dict[str, frozenset[str]] = {}
+    for clause in _CLAUSE.split(_statement(entry)):
+        p = _profile_of(clause, None, tuple(entry.persons), tuple(entry.entities), entry.location)
+        if p.slots & shared:
+            for k, v in p.values.items():
+                held[k] = held.get(k, frozenset()) | v
+    return held
+
+
 def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, kinds: list[str]) -> list[str]:
     """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
     so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):
@@ -598,7 +614,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # Without a word of change the old value must be gone: "10 engineers" -> "10
         # engineers, one week in ten" adds a number, it replaces none. A value the turn
         # names as replaced ("the Austin heat got to me") is gone all the same.
-        changed = [k for k in changed if k in retracted or not pa.values[k] & pb.values[k]]
+        held = _clause_values(new, shared)
+        changed = [k for k in changed if k in retracted or not pa.values[k] & held.get(k, pb.values[k])]
     # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
     # senior product manager now") or without a shared slot word; the turn before is too far.
     own_turn = context.rsplit("\n", 1)[-1] if "\n" in context else context
