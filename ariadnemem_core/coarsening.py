@@ -341,6 +341,7 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     persons = {p.lower() for p in entry.persons}
     named = {n.lower() for n in [*entry.entities, *([entry.location] if entry.location else [])]
              if n and n.lower() in text and n.lower() not in persons
+             and not _CALENDAR.intersection(w.removesuffix("s") for w in _WORD.findall(n.lower()))
              and not _CALENDAR.intersection(_WORD.findall(n.lower()))}
     # The target of a change verb is a value even when the extractor did not tag it:
     # "switch your replies back to English".
@@ -435,6 +436,22 @@ def _document(text: str) -> bool:
     return len(text) > _MAX_FACT_CHARS or bool(_MARKUP.search(text))
 
 
+#: Value types, or distinct values, from which a statement is a compound of several facts
+#: (an address is a number and a name: one fact).
+_COMPOUND_TYPES = 3
+_COMPOUND_VALUES = 5
+
+
+def _compound(p: _Profile) -> bool:
+    return len(p.values) >= _COMPOUND_TYPES or sum(_count(v) for v in p.values.values()) >= _COMPOUND_VALUES
+
+
+def _segment(entry: Entry) -> bool:
+    """A block of a long message (a list, table, code or prose chunk the extractor cut out of
+    it): part of a document, whatever its length."""
+    return isinstance(entry.metadata, dict) and bool(entry.metadata.get("segment"))
+
+
 def _count(values: frozenset[str]) -> int:
     """Distinct values, an ISO date written next to the weekday it grounds counted once."""
     plain = [v for v in values if not re.fullmatch(r"\d{4}-\d{2}(?:-\d{2})?", v)]
@@ -465,7 +482,7 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
     then one subject when the newer one speaks for both ("Noah reserved a table" / "Emma
     pushed our table to 8:45"): the table is theirs, not one person's.
     """
-    if _document(old.text) or _document(new.text):
+    if _document(old.text) or _document(new.text) or _segment(old) or _segment(new):
         return "a document"
     pa, pb = _profile(old), _profile(new)
     if different_subjects(old, new) and not (changed and pb.group and _speakers_only(old, pa.subjects)
@@ -540,8 +557,7 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, c
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|not|never|"
-                    r"gone|over)\b|n't\b", re.I)
+                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to)\b", re.I)
 _CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
 
 
@@ -645,6 +661,11 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
     # for the reunion" / "15 for the reunion"); a name or a date, which chit-chat changes
     # all the time, needs two.
+    if _compound(pa) or _compound(pb):
+        # A statement of many values (a plan, a progress report) changes one of them only
+        # when a change word governs it ("moved the call to April 22 at 11 AM"): "now" or
+        # a close wording does not say which value is new.
+        return f"{kind} changed, shared slot, governed" if own_strong or retracted else None
     if cued:
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
     if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
