@@ -322,3 +322,26 @@ def test_offline_answer_skips_courtesy_facts() -> None:
                Fact("b", "The user is a senior product manager now.", JULY, ["t2"], 0.42, "terminal",
                     speaker="user")])
     assert "senior product manager" in extractive_answer("What is the user's job title?", graph).text
+
+
+def test_compound_statements_and_message_blocks_need_a_governing_change_word() -> None:
+    """A statement of many values changes one only under a change word that governs it;
+    a block cut out of a long message (a list, a code or prose chunk) is a document."""
+    plan = _e("a", "The user has 3 sprints, the first ends on March 29 with 4 engineers at Acme.", entities=("Acme",))
+    now = _e("b", "The first sprint now ends on March 31 with 4 engineers at Acme.", entities=("Acme",))
+    assert _reason(plan, now, 0.8) is None  # "now" does not say which of its values is new
+    moved = _e("c", "The first sprint got moved to March 31, still 4 engineers at Acme.", entities=("Acme",))
+    assert _reason(plan, moved, 0.8) is not None
+    block = _e("d", "assistant (list), Plan:\nThe first sprint ends on March 31.")
+    block.metadata["segment"] = "list"
+    assert co_true(_e("e", "The first sprint ends on March 29."), block) == "a document"
+
+
+def test_the_clause_holding_the_attribute_says_whether_the_old_value_is_gone() -> None:
+    austin = _e("a", "Amira lives in Austin, near the university.", persons=("Amira",), entities=("Austin",))
+    portland = _e("b", "Amira has been living in Portland since the summer, the Austin heat got to Amira.",
+                  persons=("Amira",), entities=("Portland", "Austin"))
+    assert _reason(austin, portland, 0.69) is not None
+    visit = _e("c", "Amira has been living in Austin since the summer, Portland was too rainy.",
+               persons=("Amira",), entities=("Portland", "Austin"))
+    assert _reason(austin, visit, 0.69) is None  # Austin is still where she lives
