@@ -401,7 +401,8 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         # rewarding.").
         question=(text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text))
                                                                 or not set(values) - {"name"}))
-        or (bool(_QUESTION.match(text)) and _FIRST_SENTENCE.match(text).group().endswith("?")),
+        or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
+            and m.group().endswith("?")),
         strong=strong,
         weak=bool(_WEAK_CUE.search(text)),
         replaced=replaced,
