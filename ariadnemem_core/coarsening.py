@@ -742,6 +742,10 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
                if update_evidence(c, new, s, config, context, names)]
     if not updated:
         return CoarsenDecision(Action.ADD)
+    # The statement of one value of the changed type is the better old state than one
+    # stating several ("targeting 1,200 words per week" over "logged 3,600 words, 72% of
+    # the weekly target"), then the most similar.
+    updated.sort(key=lambda cs: _ambiguous(cs[0], new))
     cand, sim = updated[0]
     # Further old entries are superseded too only when they state the same old value as
     # the target (a request and its confirmation); anything else keeps its own state.
@@ -749,6 +753,13 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
     also = tuple(c.id for c, _ in updated[1:]
                  if any(v & first.get(k, frozenset()) for k, v in _profile(c).values.items()))
     return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)), also)
+
+
+def _ambiguous(old: Entry, new: Entry) -> bool:
+    """Whether ``old`` states several values of every type ``new`` changes in it."""
+    values = _profile(old).values
+    kinds = changed_types(old, new)
+    return bool(kinds) and all(_count(values[k]) > 1 for k in kinds)
 
 
 def merge_into(old: Entry, new: Entry) -> Entry:
