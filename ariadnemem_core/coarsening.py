@@ -718,8 +718,9 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
            context: str = "", names: frozenset[str] = frozenset()) -> CoarsenDecision:
     """The paper's three cases against bounded candidates ``(entry, cosine)``.
 
-    A duplicate anywhere among the similar candidates wins (MERGE); otherwise the most
-    similar candidate that ``new`` updates is LINKed (:func:`update_evidence`).
+    A duplicate anywhere among the similar candidates wins (MERGE); otherwise a candidate
+    that ``new`` updates is LINKed (:func:`update_evidence`): one stating a single value of
+    the changed type before one stating several, then the most similar.
     """
     if not config.enable_coarsening:
         return CoarsenDecision(Action.ADD)
