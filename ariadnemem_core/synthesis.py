@@ -75,7 +75,8 @@ NOT_FOUND = "not mentioned"
 #: Completion budget: a short answer plus a few fact labels.
 ANSWER_MAX_TOKENS = 200
 
-_LABEL = re.compile(r"\[(F\d+)\]")
+#: A line's labels: "[F3]", or "[F4,F5]" for the facts of one message (``Config.group_by_turn``).
+_LABELS = re.compile(r"\[(F\d+(?:,F\d+)*)\]")
 
 
 @dataclass(slots=True)
@@ -130,7 +131,7 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
         answer = ", ".join(str(a) for a in answer)
     # Bounded like any stored text: a runaway model must not hand back megabytes.
     text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
-    known = set(_LABEL.findall(memory_text))
+    known = {label for group in _LABELS.findall(memory_text) for label in group.split(",")}
     labels = [c for c in cited if isinstance(c, str) and c in known] if isinstance(cited, list) else []
     return text, labels
 

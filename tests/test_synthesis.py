@@ -208,3 +208,12 @@ def test_extractive_fast_path_answers_say_what_they_found(make_memory, monkeypat
     assert count.fast_path == "counter"
     assert "stored mentions match; count the distinct events:" in count.text
     assert "2023-05-09: Maya went climbing at the gym" in count.text and "climbing again tonight" in count.text
+
+
+def test_cited_labels_of_a_grouped_line_are_known(server: FakeOpenAIServer) -> None:
+    from ariadnemem_core.bench.qa import TextContext
+
+    # One line per message ("[F1,F2]"): a cited F1 is a label of the memory; F99 is not.
+    grouped = TextContext('MEMORY\n2023-03-04:\n[F3,F1] "Bob adopted a cat. Her name is Miso."')
+    ans = synthesize(QUESTION, grouped, fake_client(server))
+    assert ans.fact_ids == ["F1"]
