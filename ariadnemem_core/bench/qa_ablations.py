@@ -41,7 +41,7 @@ from ..models import Scope
 from ..serialize import HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
-#: Answered in this order, the serialization candidate first: a long run that stops early
+#: Answered in this order, the context candidates first: a long run that stops early
 #: (see ``--qa-cache``) has the comparisons that decide a default before the rest.
 QA_ABLATIONS = {
     "turns": "AriadneMem one line per message",
