@@ -575,12 +575,19 @@ def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[
     return held
 
 
+@functools.lru_cache(maxsize=1024)
+def _ended_clauses(text: str) -> tuple[str, ...]:
+    """The clauses of ``text`` with an ending word (cached: every candidate of a new entry
+    reads the same turn, and an assistant's turn can be thousands of characters)."""
+    return tuple(c for c in _CLAUSE.split(text) if _ENDED.search(c))
+
+
 def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, kinds: list[str]) -> list[str]:
     """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
     so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):
     saying what is replaced is the plainest way of replacing it. Only a clause with an
     ending word counts: chit-chat names the same brands and places again and again."""
-    ended = [c for c in _CLAUSE.split(text) if _ENDED.search(c)]
+    ended = _ended_clauses(text)
     if not ended:
         return []
     out = []
