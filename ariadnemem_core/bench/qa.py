@@ -119,8 +119,9 @@ def _answer_one(item: Mapping[str, Any], client: LLMClient | None,
     if graph is None:
         graph = TextContext(str(item.get("context_text") or ""))
     out = {k: v for k, v in item.items() if k != "graph"}
-    key = cache.key(build_messages(str(item["question"]), graph)) if cache is not None else None
-    if cache is not None and key is not None:
+    key = None
+    if cache is not None:
+        key = cache.key(build_messages(str(item["question"]), graph))
         found = cache.get(key)
         if found is not None:
             out.update(found, error=None, cached=True)

@@ -435,7 +435,7 @@ def run_qa(collector: QACollector, golds: Mapping[str, Any], client: Any, settin
     # and its answers do not depend on AriadneMem's code, so a run that stops early (see
     # ``--qa-cache``) has every AriadneMem variant first. Reported in the usual order.
     order = _system_order(list(collector.items), flat)
-    for system in [n for n in order if n != flat] + [n for n in order if n == flat]:
+    for system in sorted(order, key=lambda n: n == flat):  # stable: the rest keep their order
         items = collector.items[system]
         task = prog.add_task(f"QA {system}: answers", total=len(items))
         before = dict(client.usage) if client is not None else {}
