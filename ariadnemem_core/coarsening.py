@@ -540,19 +540,58 @@ def llm_state(old: Entry, new: Entry) -> bool | None:
         return None
 
 
-def update_evidence(old: Entry, new: Entry, similarity: float, config: Config, context: str = "",
-                    names: frozenset[str] = frozenset()) -> bool:
+@dataclass(frozen=True, slots=True)
+class Surroundings:
+    """What was said around a new entry: the turn before it and its own turn.
+
+    A change cue there ("Plot twist:", "Laura left the agency.") vouches for the sentence
+    that carries the value; only the own turn vouches for a change of state without a typed
+    value or without a shared slot word. Read once per turn (:func:`surroundings`), not once
+    per entry: an assistant's turn can hold dozens of entries and thousands of characters.
+    The new entry's own sentence may be part of it; every rule that reads the surroundings
+    checks the entry's own cue and slots first, so its presence changes no decision.
+    """
+
+    #: A change word governs a value in the turn before or in the own turn.
+    strong: bool = False
+    #: The same, in the own turn only.
+    turn_strong: bool = False
+    #: Slot words of the own turn.
+    turn_slots: frozenset[str] = frozenset()
+    #: Clauses of both turns with an ending word ("Sakura is closed").
+    ended: tuple[str, ...] = ()
+
+    @classmethod
+    def of_text(cls, context: str) -> Surroundings:
+        """From plain text: the turn before, then (after the last newline) the own turn."""
+        before, _, own = context.rpartition("\n")
+        pb, po = _profile_of(before, None, (), (), None), _profile_of(own, None, (), (), None)
+        return cls(strong=pb.strong or po.strong, turn_strong=po.strong, turn_slots=po.slots,
+                   ended=_ended_clauses(before.lower()) + _ended_clauses(own.lower()))
+
+
+def surroundings(turn: Sequence[Entry], previous: Sequence[Entry] = ()) -> Surroundings:
+    """The :class:`Surroundings` of every entry of ``turn`` (the entries of one turn, in
+    order), after the entries of the turn before it."""
+    own = [_profile(e) for e in turn]
+    return Surroundings(
+        strong=any(p.strong for p in own) or any(_profile(e).strong for e in previous),
+        turn_strong=any(p.strong for p in own),
+        turn_slots=frozenset().union(*(p.slots for p in own)),
+        ended=tuple(c for e in (*previous, *turn) for c in _ended_clauses(_statement(e))),
+    )
+
+
+def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
+                    around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> bool:
     """Whether ``new`` states a newer value of the slot ``old`` fills (see the module doc).
 
-    ``context`` is what was said around the new entry: the turn before it, then, after the
-    last newline, the rest of its own turn. A change cue there ("Plot twist:", "Laura left
-    the agency.") vouches for the sentence that carries the value; only the own turn vouches
-    for a change of state without a typed value.
+    ``around``: what was said around the new entry (:class:`Surroundings`).
     ``names``: persons known in the memory (lowercased). A shared name is who the two
     statements are about, not what: "Ana should give me tips for Lisbon" and "Ana
     suggested a hotel in Alfama" share Ana and fill no common slot.
     """
-    return update_reason(old, new, similarity, config, context, names) is not None
+    return update_reason(old, new, similarity, config, around, names) is not None
 
 
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
@@ -575,19 +614,18 @@ def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[
     return held
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=8192)
 def _ended_clauses(text: str) -> tuple[str, ...]:
-    """The clauses of ``text`` with an ending word (cached: every candidate of a new entry
-    reads the same turn, and an assistant's turn can be thousands of characters)."""
+    """The clauses of ``text`` with an ending word (cached: an entry is read as part of its
+    own turn and of the turn after it)."""
     return tuple(c for c in _CLAUSE.split(text) if _ENDED.search(c))
 
 
-def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, kinds: list[str]) -> list[str]:
+def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:
     """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
     so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):
     saying what is replaced is the plainest way of replacing it. Only a clause with an
     ending word counts: chit-chat names the same brands and places again and again."""
-    ended = _ended_clauses(text)
     if not ended:
         return []
     out = []
@@ -604,7 +642,7 @@ def _retracted(pa: _Profile, pb: _Profile, around: _Profile | None, text: str, k
     return out
 
 
-def update_reason(old: Entry, new: Entry, similarity: float, config: Config, context: str = "",
+def update_reason(old: Entry, new: Entry, similarity: float, config: Config, around: Surroundings | None = None,
                   names: frozenset[str] = frozenset()) -> str | None:
     """Why ``new`` updates ``old`` (a short label naming the rule), or None when it does not;
     :func:`update_evidence` with the reason kept for tests and diagnostics."""
@@ -616,25 +654,23 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
     if similarity < config.lambda_link:
         return None
     pa, pb = _profile(old), _profile(new)
-    around = _profile_of(context, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
-        if context else None
+    around = around or Surroundings()
     # "instead of Y" is a change of the entry stating Y only.
     own_strong = pb.strong or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in
                                                             v.split()}))
     changed = changed_types(old, new)
-    turn_text = f"{_statement(new)} {context.lower()}"
-    retracted = _retracted(pa, pb, around, turn_text, changed)
+    retracted = _retracted(pa, around.ended + _ended_clauses(_statement(new)), changed)
     if co_true(old, new, changed=own_strong or bool(retracted)):
         return None
     shared = (pa.slots & pb.slots) - {stem(n) for n in names}
     # Cues of the entry's own sentence; the rest of its turn lends only strong ones
     # ("Plot twist: ..."), since "now" or "update" somewhere in a long turn says little.
-    strong = own_strong or bool(around and around.strong) or bool(retracted)
+    strong = own_strong or around.strong or bool(retracted)
     # "my new number", "the new venue": "new" on the slot both statements share.
     cued = strong or pb.weak or bool(pb.new_slots & shared)
     if pb.again and not strong:
         return None  # "again", "also", "another": one more of the kind, not a replacement
-    if not own_strong and not (around and around.strong):
+    if not own_strong and not around.strong:
         # Without a word of change the old value must be gone: "10 engineers" -> "10
         # engineers, one week in ten" adds a number, it replaces none. A value the turn
         # names as replaced ("the Austin heat got to me") is gone all the same.
@@ -642,11 +678,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         changed = [k for k in changed if k in retracted or not pa.values[k] & held.get(k, pb.values[k])]
     # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
     # senior product manager now") or without a shared slot word; the turn before is too far.
-    own_turn = context.rsplit("\n", 1)[-1] if "\n" in context else context
-    same = _profile_of(own_turn, new.speaker, tuple(new.persons), tuple(new.entities), new.location) \
-        if own_turn else None
     if not changed:
-        return _untyped_change(pa, pb, same, shared, similarity, config)
+        return _untyped_change(pa, pb, around, shared, similarity, config)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
@@ -663,7 +696,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
         # the slides") is a plan of several things, not one replaced value.
         return None
     if not shared:
-        return _unshared_change(pa, pb, same, changed, own_strong, names)
+        return _unshared_change(pa, pb, around, changed, own_strong, names)
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
@@ -682,7 +715,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, con
     return None
 
 
-def _unshared_change(pa: _Profile, pb: _Profile, around: _Profile | None, changed: list[str], own_strong: bool,
+def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: list[str], own_strong: bool,
                      names: frozenset[str]) -> str | None:
     """A changed value with nothing but its type in common ("my number is 555-0199" / "use
     555-0733 from now on"): this very sentence must say that it changed, or its turn must,
@@ -692,12 +725,12 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: _Profile | None, change
         return None
     if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
         return f"{changed[0]} changed, cue"
-    if around and around.strong and (pa.slots & around.slots) - {stem(n) for n in names}:
+    if around.turn_strong and (pa.slots & around.turn_slots) - {stem(n) for n in names}:
         return f"{changed[0]} changed, cue and slot in the turn"
     return None
 
 
-def _untyped_change(pa: _Profile, pb: _Profile, around: _Profile | None, shared: frozenset[str],
+def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],
                     similarity: float, config: Config) -> str | None:
     """No typed value changed: a changed state word ("blocked on the review" -> "in progress
     now") counts only when the two statements are close, share at least two slot words, each
@@ -712,7 +745,7 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: _Profile | None, shared:
         # fact can change it, never talk of several sentences.
         return None
     new_status = bool(pb.status - pa.status)
-    if pb.strong or (around and around.strong):
+    if pb.strong or around.turn_strong:
         return "state changed, cue"
     if new_status and (pb.weak or pa.still):
         return "state changed, status word"
@@ -722,7 +755,7 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: _Profile | None, shared:
 
 
 def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config,
-           context: str = "", names: frozenset[str] = frozenset()) -> CoarsenDecision:
+           around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> CoarsenDecision:
     """The paper's three cases against bounded candidates ``(entry, cosine)``.
 
     A duplicate anywhere among the similar candidates wins (MERGE); otherwise a candidate
@@ -747,7 +780,7 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
             return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)))
         return CoarsenDecision(Action.ADD)
     updated = [(c, s) for c, s in sorted(pool, key=lambda cs: -cs[1])
-               if update_evidence(c, new, s, config, context, names)]
+               if update_evidence(c, new, s, config, around, names)]
     if not updated:
         return CoarsenDecision(Action.ADD)
     # The statement of one value of the changed type is the better old state than one

@@ -254,14 +254,15 @@ class Ingestor:
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         counts = {"merge": 0, "link": 0, "add": 0}
-        # The other sentences of each entry's turn and of the turn before it: a change cue
-        # there ("Plot twist:", "Laura left the agency." before "invoices will go to Marcus
-        # Webb") vouches for the sentence that carries the new value.
-        said: dict[str, list[str]] = {}
+        # What was said around each entry, read once per turn: a change cue in its turn or
+        # the turn before ("Plot twist:", "Laura left the agency." before "invoices will go
+        # to Marcus Webb") vouches for the sentence that carries the new value.
+        said: dict[str, list[Entry]] = {}
         for entry in entries:
             for tid in entry.source_turn_ids[:1]:
-                said.setdefault(tid, []).append(entry.text)
+                said.setdefault(tid, []).append(entry)
         previous = dict(zip(list(said)[1:], list(said), strict=False))
+        around = {tid: coarsening.surroundings(own, said.get(previous.get(tid, ""), ())) for tid, own in said.items()}
         # Every person known in the scope: a shared name is a subject, never a shared slot.
         names = frozenset(self.store.known_persons(scope.user_id)) | frozenset(
             p.lower() for e in entries for p in (*e.persons, *e.entities))
@@ -274,10 +275,7 @@ class Ingestor:
                 sims = np.stack([w.vector for w in recent]) @ entry.vector
                 candidates += list(zip(recent, (float(s) for s in sims), strict=True))
             tid = entry.source_turn_ids[0] if entry.source_turn_ids else ""
-            # The turn before, then (on the last line) the rest of this turn.
-            context = " ".join(said.get(previous.get(tid, ""), ())) + "\n" + " ".join(
-                t for t in said.get(tid, ()) if t != entry.text)
-            decision = coarsening.decide(entry, candidates, cfg, context, names)
+            decision = coarsening.decide(entry, candidates, cfg, around.get(tid), names)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:
                 target = next(c for c, _ in candidates if c.id == decision.target_id)

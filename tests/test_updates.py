@@ -10,7 +10,7 @@ import pytest
 
 from ariadnemem_core import Config
 from ariadnemem_core.bench.updates import load_suite, run_update_suite
-from ariadnemem_core.coarsening import Action, changed_types, co_true, decide, update_reason
+from ariadnemem_core.coarsening import Action, Surroundings, changed_types, co_true, decide, update_reason
 from ariadnemem_core.models import Entry
 
 #: What the offline (rule) detector reaches on the shipped suite; the issue's targets are
@@ -203,7 +203,7 @@ JULY = datetime(2023, 7, 10, 12)
 
 
 def _reason(old: Entry, new: Entry, similarity: float, context: str = "") -> str | None:
-    return update_reason(old, new, similarity, Config(), context)
+    return update_reason(old, new, similarity, Config(), Surroundings.of_text(context))
 
 
 @pytest.mark.parametrize(("old", "new", "sim", "linked"), [
