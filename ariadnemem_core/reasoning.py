@@ -28,6 +28,8 @@ from .tokens import count_tokens
 
 #: Most newer states pulled in to show the latest value of kept facts.
 MAX_UPDATE_FOLLOW = 4
+#: Most latest states shown with a fact updated along several branches (``_unit``).
+MAX_LATEST_STATES = 2
 #: Tokens reserved inside the token budget for the header and one path line. Path lines
 #: beyond that are shown only if they still fit (``_fit_paths``): reserving room for three
 #: (45 tokens) left ~40 tokens unused on most LoCoMo dev questions; with the facts that
@@ -41,6 +43,8 @@ MIN_FACT_TOKENS = 6
 OLDER_STATE_WEIGHT = 0.9
 #: Tokens of the " (superseded by F12)" and " (latest)" markers an update pair adds.
 UPDATE_MARKER_TOKENS = 11
+#: Tokens of one more " (latest)" marker (a fork: two latest states of one fact).
+LATEST_MARKER_TOKENS = 3
 
 
 def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query: str, scope: Scope, *,
@@ -122,9 +126,9 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     shown = _shown(query, entries, cfg)
     keep = _budget(entries, scores, chains, newer, cfg, shown)
     for node in list(keep):
-        unit = _unit(node, chains, entries)
-        if len(unit) == 2 and unit[1] in keep and unit[1] not in chains.get(node, ()):
-            edges.append((node, unit[1], "update"))  # the intermediate state was left out
+        for end in _unit(node, chains, entries)[1:]:
+            if end in keep and end not in chains.get(node, ()):
+                edges.append((node, end, "update"))  # the intermediate state was left out
     paths = [p for p in paths if all(n in keep for n in p)][: cfg.max_paths]
     timings["ms_budget"] = _ms(t)
 
@@ -292,9 +296,14 @@ def _older_states(store: Store, scope: Scope, entries: dict[str, Entry], updates
 
 
 def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) -> list[str]:
-    """A node together with its latest state (the newest entry reachable by update
-    edges), kept or dropped as one. Intermediate states are not needed to read the latest
-    one and would spend the budget."""
+    """A node together with its latest states, kept or dropped as one: the newest entry of
+    each branch reachable by update edges (at most ``MAX_LATEST_STATES``, newest first).
+
+    Intermediate states of a chain (2 pm -> 3 pm -> 4 pm) are not needed to read the
+    latest one and would spend the budget. A fact updated twice independently is a fork
+    ("targeting 1,200 words a week" -> "adjusted to 1,350 words" and -> "wrote 1,500 words
+    a week by April 9"): neither newer statement supersedes the other, so each branch's
+    end is a latest state and showing one alone would hide the other."""
     reach = [node]
     for cur in reach:
         for nxt in chains.get(cur, ()):
@@ -302,8 +311,9 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) ->
                 reach.append(nxt)
     if len(reach) == 1:
         return reach
-    latest = max(reach[1:], key=lambda n: paths_mod.order_key(entries[n]))
-    return [node, latest]
+    ends = [n for n in reach[1:] if not any(d in reach for d in chains.get(n, ()))] or reach[1:]
+    ends.sort(key=lambda n: paths_mod.order_key(entries[n]), reverse=True)
+    return [node, *ends[:MAX_LATEST_STATES]]
 
 
 class _Shown(dict[str, str]):
@@ -361,8 +371,8 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
             return False
         new_days = {days[i] for i in unit} - kept_days
         add = sum(cost(i) for i in unit) + sum(day_cost[d] for d in new_days)
-        if len(chain) > 1:  # "(superseded by Fn)" and "(latest)" markers
-            add += UPDATE_MARKER_TOKENS
+        if len(chain) > 1:  # "(superseded by Fn)" and a "(latest)" per latest state
+            add += UPDATE_MARKER_TOKENS + LATEST_MARKER_TOKENS * (len(chain) - 2)
         if cfg.token_budget is not None and used + add > cfg.token_budget:
             return False
         keep.extend(unit)
@@ -420,9 +430,11 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
     ordered = sorted(entries.values(), key=paths_mod.order_key)
     facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", (shown or {}).get(e.id))
              for n, e in enumerate(ordered, 1)]
-    newer = {}
+    newer: dict[str, str] = {}
     for src, dst, kind in edges:
-        if kind == "update" and src in entries and dst in entries:
+        # Updated along two branches, a fact is marked as superseded by the newer one.
+        if kind == "update" and src in entries and dst in entries and (
+                src not in newer or paths_mod.order_key(entries[dst]) > paths_mod.order_key(entries[newer[src]])):
             newer[src] = dst
     for f in facts:
         f.superseded_by = newer.get(f.id)

@@ -134,6 +134,31 @@ def test_update_shows_latest_state(make_memory):
     assert ans.mode == "extractive" and "3 pm" in ans.text and "2 pm" not in ans.text
 
 
+def test_a_fact_updated_along_two_branches_shows_both_latest_states(make_memory):
+    """A fork (one old fact, two independent newer statements): neither newer statement
+    supersedes the other, so both are shown as latest; the old one points at the newer."""
+    from ariadnemem_core.models import Scope, UpdateEdge
+    from ariadnemem_core.store import WindowCommit
+
+    mem = make_memory("fork")
+    mem.add([turn("Mia", "My weekly writing target is 1,200 words.", 0, "w1"),
+             turn("Mia", "The weekly writing target was adjusted to 1,350 words.", 2 * DAY, "w2"),
+             turn("Mia", "I wrote 1,500 words a week by April 9.", 9 * DAY, "w3")])
+    mem.flush()
+    ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
+    known = {(e.src, e.dst) for e in mem.edges()}
+    missing = [UpdateEdge(ids["w1"], ids[t]) for t in ("w2", "w3") if (ids["w1"], ids[t]) not in known]
+    mem.store.commit_window(WindowCommit(Scope("default"), edges=missing))
+    assert {(ids["w1"], ids["w2"]), (ids["w1"], ids["w3"])} <= {(e.src, e.dst) for e in mem.edges()}
+    g = mem.retrieve("What is my weekly writing target?")
+    by_turn = {f.source_turn_ids[0]: f for f in g.facts}
+    assert {"w1", "w2", "w3"} <= set(by_turn)
+    assert by_turn["w1"].superseded_by == by_turn["w3"].id  # the newer branch end
+    assert by_turn["w2"].superseded_by is None and by_turn["w3"].superseded_by is None
+    lines = {ln.split("]")[0] + "]": ln for ln in g.to_text().splitlines() if ln.startswith("[F")}
+    assert "(latest)" in lines[f"[{by_turn['w2'].label}]"] and "(latest)" in lines[f"[{by_turn['w3'].label}]"]
+
+
 def test_update_state_pulled_in_even_if_not_retrieved(make_memory):
     mem = make_memory("upd2", Config(k_sem=1, k_lex=1))
     mem.add([turn("Leo", "The team meeting is at 2 pm on Friday.", 0, "m1"),
