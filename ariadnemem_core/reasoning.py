@@ -8,6 +8,7 @@ only wires them and records per-step timings in ``graph.stats``.
 from __future__ import annotations
 
 import time
+from collections.abc import Container
 
 import networkx as nx
 import numpy as np
@@ -126,7 +127,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     shown = _shown(query, entries, cfg)
     keep = _budget(entries, scores, chains, newer, cfg, shown)
     for node in list(keep):
-        for end in _unit(node, chains, entries)[1:]:
+        for end in _unit(node, chains, entries, newer)[1:]:
             if end in keep and end not in chains.get(node, ()):
                 edges.append((node, end, "update"))  # the intermediate state was left out
     paths = [p for p in paths if all(n in keep for n in p)][: cfg.max_paths]
@@ -295,15 +296,18 @@ def _older_states(store: Store, scope: Scope, entries: dict[str, Entry], updates
     return {i: (e, wanted[i]) for i, e in found.items()}
 
 
-def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) -> list[str]:
-    """A node together with its latest states, kept or dropped as one: the newest entry of
-    each branch reachable by update edges (at most ``MAX_LATEST_STATES``, newest first).
+def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry],
+          pulled: Container[str] = ()) -> list[str]:
+    """A node together with its latest states, kept or dropped as one.
 
     Intermediate states of a chain (2 pm -> 3 pm -> 4 pm) are not needed to read the
     latest one and would spend the budget. A fact updated twice independently is a fork
     ("targeting 1,200 words a week" -> "adjusted to 1,350 words" and -> "wrote 1,500 words
-    a week by April 9"): neither newer statement supersedes the other, so each branch's
-    end is a latest state and showing one alone would hide the other."""
+    a week by April 9"): neither newer statement supersedes the other. The newest branch
+    end always comes along; another branch end (at most ``MAX_LATEST_STATES`` in all) only
+    when the question retrieved it itself, not when it was merely ``pulled`` in as a newer
+    state: on BEAM dev, every end of every fork cost other questions more evidence than
+    it brought."""
     reach = [node]
     for cur in reach:
         for nxt in chains.get(cur, ()):
@@ -313,7 +317,7 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry]) ->
         return reach
     ends = [n for n in reach[1:] if not any(d in reach for d in chains.get(n, ()))] or reach[1:]
     ends.sort(key=lambda n: paths_mod.order_key(entries[n]), reverse=True)
-    return [node, *ends[:MAX_LATEST_STATES]]
+    return [node, ends[0], *[n for n in ends[1:] if n not in pulled][: MAX_LATEST_STATES - 1]]
 
 
 class _Shown(dict[str, str]):
@@ -365,7 +369,7 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
 
     def take(node: str) -> bool:
         nonlocal used
-        chain = _unit(node, chains, entries)
+        chain = _unit(node, chains, entries, newer)
         unit = [n for n in chain if n not in keep]
         if len(keep) + len(unit) > cfg.max_nodes:
             return False
