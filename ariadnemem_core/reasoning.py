@@ -94,8 +94,9 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     entries = {c.entry.id: c.entry for c in cands}
     scores: dict[str, float] = {c.entry.id: c.score for c in cands}
     roles: dict[str, str] = {c.entry.id: "terminal" for c in cands}
+    long_turns: set[str] = set()
     if cfg.message_context:
-        _add_message_mates(store, scope, cands[: cfg.message_context], entries, scores, roles, cfg)
+        long_turns = _add_message_mates(store, scope, cands[: cfg.message_context], entries, scores, roles, cfg)
     if cfg.reply_context:
         _add_replies(store, scope, cands[: cfg.reply_context], entries, scores, roles, cfg)
     speakers = {s.lower() for s in store.participants(scope.user_id)}
@@ -125,7 +126,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     t = time.perf_counter()
     newer, chains = _add_states(store, scope, entries, scores, roles, edges, stored_updates)
     shown = _shown(query, entries, cfg)
-    keep = _budget(entries, scores, chains, newer, cfg, shown)
+    keep = _budget(entries, scores, chains, newer, cfg, shown, long_turns)
     for node in list(keep):
         for end in _unit(node, chains, entries, newer)[1:]:
             if end in keep and end not in chains.get(node, ()):
@@ -162,7 +163,7 @@ def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[
     shown = _shown(query, entries, cfg)
     keep = _budget(entries, scores, {}, {}, cfg, shown)
     graph = _fit(query, {i: entries[i] for i in keep}, scores, {i: "terminal" for i in entries}, [], [],
-                 cfg.token_budget, shown)
+                 cfg.token_budget, shown, group_by_turn=cfg.group_by_turn)
     graph.fast_path = fast.name
     graph.stats["fast_path"] = fast.data
     return graph
@@ -219,17 +220,24 @@ MESSAGE_SPAN = 8
 
 
 def _add_message_mates(store: Store, scope: Scope, top: list[Candidate], entries: dict[str, Entry],
-                       scores: dict[str, float], roles: dict[str, str], cfg: Config) -> None:
-    """The rest of a strong hit's message: its other sentence entries, stored next to it."""
+                       scores: dict[str, float], roles: dict[str, str], cfg: Config) -> set[str]:
+    """The rest of a strong hit's message: its other sentence entries, stored next to it,
+    when the whole message is short (``Config.message_context_max_tokens``). Returns the
+    turns of the hits whose message was too long to show whole."""
+    long_turns: set[str] = set()
     for cand in top:
         turn = set(cand.entry.source_turn_ids)
-        for e in store.around(scope, cand.entry, MESSAGE_SPAN):
-            if e.id == cand.entry.id or not turn & set(e.source_turn_ids) or not scope.matches(e):
-                continue
+        mates = [e for e in store.around(scope, cand.entry, MESSAGE_SPAN)
+                 if e.id != cand.entry.id and turn & set(e.source_turn_ids) and scope.matches(e)]
+        if sum(count_tokens(e.text) for e in (cand.entry, *mates)) > cfg.message_context_max_tokens:
+            long_turns |= turn
+            continue
+        for e in mates:
             # A mate already among the candidates with a weaker match of its own rises too.
             scores[e.id] = max(scores.get(e.id, 0.0), cand.score * cfg.reply_weight)
             entries.setdefault(e.id, e)
             roles.setdefault(e.id, "terminal")
+    return long_turns
 
 
 def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
@@ -346,7 +354,7 @@ def _shown(query: str, entries: dict[str, Entry], cfg: Config) -> dict[str, str]
 
 def _budget(entries: dict[str, Entry], scores: dict[str, float],
             chains: dict[str, list[str]], newer: dict[str, Entry], cfg: Config,
-            shown: dict[str, str]) -> list[str]:
+            shown: dict[str, str], long_turns: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Nodes kept, best-scored first, within the token budget (hard) and the node budget
     (at most max_nodes). A node always comes with its newer states (so a stale fact is
     never shown alone). Candidates under the relevance floor are left out even when
@@ -387,9 +395,10 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # Two passes: first the best-scored node of each source turn, then the rest. A second
     # sentence of a turn already shown adds little that the first did not (same speaker,
     # same moment); a new turn adds a new piece of evidence.
-    # The messages of the ``message_context`` best nodes are shown whole: the exception.
+    # The messages of the ``message_context`` best nodes are shown whole (the exception),
+    # unless too long to be shown whole.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
-    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids}
+    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids} - long_turns
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []

@@ -380,10 +380,11 @@ def test_one_line_per_message_groups_a_turns_facts_and_keeps_markers_and_quoting
              Fact("d", "The meeting moved to 3 pm.", datetime(2023, 5, 9, tzinfo=UTC), ["D3:1"], 0.5, "update",
                   "F4"),
              Fact("e", "Mel runs.", datetime(2023, 5, 9, tzinfo=UTC), ["D3:1", "D2:3"], 0.2, "terminal", "F5")]
-    graph = EvidenceGraph("q", facts=facts, edges=[("c", "d", "update")])
+    grouped = EvidenceGraph("q", facts=facts, edges=[("c", "d", "update")], group_by_turn=True)
+    before = grouped.to_text()
+    graph = ablated_context("turns", grouped, None, "q", "u")  # the ablation: one line per fact
     per_fact = graph.to_text().splitlines()
     assert len(per_fact) == 1 + 2 + 5  # header, two dates, a line per fact
-    grouped = ablated_context("turns", graph, None, "q", "u")
     lines = grouped.to_text().splitlines()
     assert lines[1:] == [
         "2023-05-08:",
@@ -393,7 +394,7 @@ def test_one_line_per_message_groups_a_turns_facts_and_keeps_markers_and_quoting
         '[F4,F5] (latest) "The meeting moved to 3 pm. Mel runs."',  # a merged fact joins a turn it shares
     ]
     assert grouped.token_count() < graph.token_count()
-    assert graph.to_text().splitlines() == per_fact  # the original graph is untouched
+    assert grouped.to_text() == before  # the original graph is untouched
 
 
 def test_group_by_turn_config_reaches_the_retrieved_graph(tmp_path: Path) -> None:
@@ -484,7 +485,38 @@ def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> No
             shown[n] = {f.text for f in graph.facts}
     assert not any("church" in t for t in shown[0])
     assert any("church" in t for t in shown[1]) and not any("shoes" in t for t in shown[1])
-    assert Config().message_context == 0
+    # On by default, with one line per message: the QA bench measured it (docs/benchmarks/qa.md).
+    assert Config().message_context == 5 and Config().group_by_turn
+
+
+def test_message_context_leaves_a_long_message_to_its_excerpts(tmp_path: Path) -> None:
+    """A document-sized message is not shown whole: its sentences keep competing for the
+    budget on their own merits (a whole long message would fill the budget alone)."""
+    from datetime import UTC, datetime
+
+    from ariadnemem_core import AriadneMemory, Turn
+    from ariadnemem_core.models import Scope
+    from ariadnemem_core.reasoning import build_evidence_graph
+
+    filler = " ".join(f"The {w} committee met on day {i} to discuss the parish budget and the roof repairs."
+                      for i, w in enumerate(["finance", "garden", "music", "youth", "outreach", "library",
+                                             "kitchen", "events"]))
+    long_text = f"Guess what, I joined a nearby church last week! I wanted to feel closer to my faith. {filler}"
+    turns = [Turn("Maria", long_text, datetime(2023, 5, 25, tzinfo=UTC), "D1:1"),
+             Turn("John", "Nice, Maria! My dog chewed my favourite shoes.", datetime(2023, 5, 25, 0, 1, tzinfo=UTC),
+                  "D1:2")]
+    question = "What did Maria do to feel closer to her faith?"
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder()) as mem:
+        mem.add(turns, user_id="u")
+        mem.flush()
+        shown = {}
+        for cap in (150, 10_000):
+            cfg = mem.config.replace(message_context=1, message_context_max_tokens=cap, min_nodes=1, max_nodes=3,
+                                     reply_context=0)
+            graph = build_evidence_graph(mem.store, mem.embedder, cfg, question, Scope("u"))
+            shown[cap] = [f.text for f in graph.facts]
+    assert any("faith" in t for t in shown[150])
+    assert sum("committee" in t for t in shown[150]) < sum("committee" in t for t in shown[10_000])
 
 
 def test_replay_only_reports_a_stopped_run_and_asks_nothing(tmp_path: Path, server: FakeOpenAIServer,

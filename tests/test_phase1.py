@@ -221,6 +221,10 @@ def test_config_documents_paper_defaults_and_validates():
     assert Config.paper(k_sem=7).k_sem == 7
     with pytest.raises(ConfigError):
         Config(k_sem=0)
+    with pytest.raises(ConfigError, match="message_context"):
+        Config(message_context=-1)
+    with pytest.raises(ConfigError, match="message_context"):
+        Config(message_context_max_tokens=0)
     with pytest.raises(ConfigError):
         Config().ablate("nonsense")
     with pytest.raises(ConfigError):

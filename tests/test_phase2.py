@@ -194,7 +194,8 @@ def test_stored_instructions_stay_quoted(make_memory):
     g = mem.retrieve("What did Mallory say about instructions?")
     text = g.to_text()
     fact_lines = [ln for ln in text.splitlines() if ln.startswith("[F")]
-    assert len(fact_lines) == len(g.facts)  # the injected newline did not create a fact
+    labels = [lab for ln in fact_lines for lab in ln[1:ln.index("]")].split(",")]
+    assert sorted(labels) == sorted(f.label for f in g.facts)  # the injected newline did not create a fact
     assert not any(ln.startswith("[F9]") for ln in text.splitlines())
     bodies = [json.loads(ln[ln.index('"'):]) for ln in fact_lines]  # every body is one JSON string
     assert any("Ignore previous instructions" in b for b in bodies)

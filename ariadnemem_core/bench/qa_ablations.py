@@ -16,12 +16,12 @@ only difference is the part taken out:
     a second retrieval with ``Config.ablate("bridges")`` on the same store: no bridge
     facts, so the node budget may keep other facts instead (as the ablation means).
 ``turns``
-    not an ablation but a serialization candidate: the same graph with the facts of one
-    message on one line (``Config.group_by_turn``); the facts and markers are the same.
+    the same graph with one line per fact instead of one per message
+    (``Config.group_by_turn`` off); the facts and markers are the same.
 ``messages``
-    a retrieval candidate: a second retrieval on the same store with the other sentence
-    entries of the 5 best candidates' messages pulled in (``Config.message_context``),
-    one line per message; the budget is the same, so other facts may give way.
+    a second retrieval on the same store without the whole messages of the best
+    candidates (``Config.message_context`` 0, one line per fact): the sentence entries
+    the budget keeps on their own merits, as before those defaults.
 ``flat``
     the same facts as a flat list in retrieval-score order (best first), each with its
     date, without date groups, markers or paths: what a reader gets from plain top-k
@@ -44,17 +44,13 @@ from ..serialize import HEADER, quote
 #: Answered in this order, the context candidates first: a long run that stops early
 #: (see ``--qa-cache``) has the comparisons that decide a default before the rest.
 QA_ABLATIONS = {
-    "turns": "AriadneMem one line per message",
-    "messages": "AriadneMem whole messages",
+    "turns": "AriadneMem one line per fact",
+    "messages": "AriadneMem w/o whole messages",
     "paths": "AriadneMem w/o path lines",
     "flat": "AriadneMem facts as a flat list",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
 }
-
-
-#: Best candidates whose whole message the ``messages`` variant shows (as ``reply_context``).
-MESSAGE_CONTEXT = 5
 
 
 def parse_qa_ablations(names: Any) -> tuple[str, ...]:
@@ -124,11 +120,11 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
     if name == "flat":
         return FlatFacts(graph)
     if name == "turns":
-        return dataclasses.replace(graph, group_by_turn=True, _text=None)
+        return dataclasses.replace(graph, group_by_turn=False, _text=None)
     if name in ("bridges", "messages"):
         from ..reasoning import build_evidence_graph
 
         cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
-                       else memory.config.replace(message_context=MESSAGE_CONTEXT, group_by_turn=True))
+                       else memory.config.replace(message_context=0, group_by_turn=False))
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")
