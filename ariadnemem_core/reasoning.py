@@ -398,7 +398,13 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # The messages of the ``message_context`` best nodes are shown whole (the exception),
     # unless too long to be shown whole.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
-    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids} - long_turns
+    said: dict[str, int] = {}  # tokens of each message's entries among the candidates
+    if cfg.message_context:
+        for e in entries.values():
+            for t in e.source_turn_ids[:1]:
+                said[t] = said.get(t, 0) + count_tokens(e.text)
+    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids
+             if said.get(t, 0) <= cfg.message_context_max_tokens} - long_turns
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
