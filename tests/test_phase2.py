@@ -245,3 +245,19 @@ def test_empty_memory_returns_empty_graph(make_memory):
     mem = make_memory("empty")
     g = mem.retrieve("anything?")
     assert g.facts == [] and g.paths == [] and "MEMORY" in g.to_text()
+
+
+def test_a_fork_end_only_pulled_in_as_a_newer_state_stays_out():
+    """The newest branch end always comes with a fact; another end only when the question
+    retrieved it itself (every fork end cost other questions more than it brought)."""
+    from datetime import UTC, datetime
+
+    from ariadnemem_core.models import Entry
+    from ariadnemem_core.reasoning import _unit
+
+    day = datetime(2024, 3, 1, tzinfo=UTC)
+    entries = {i: Entry(i, f"state {i}", timestamp=day.replace(day=d)) for i, d in (("old", 1), ("a", 5), ("b", 9))}
+    chains = {"old": ["a", "b"]}
+    assert _unit("old", chains, entries) == ["old", "b", "a"]  # both retrieved: newest first
+    assert _unit("old", chains, entries, pulled={"a"}) == ["old", "b"]
+    assert _unit("old", {"old": ["a"], "a": ["b"]}, entries, pulled={"a", "b"}) == ["old", "b"]  # a chain

@@ -41,8 +41,8 @@ from ..models import Scope
 from ..serialize import HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
-#: Answered in this order, the context candidates first: a long run that stops early
-#: (see ``--qa-cache``) has the comparisons that decide a default before the rest.
+#: Answered in this order, the context defaults first: a long run that stops early (see
+#: ``--qa-cache``) has the comparisons that decided a default before the rest.
 QA_ABLATIONS = {
     "turns": "AriadneMem one line per fact",
     "messages": "AriadneMem w/o whole messages",
