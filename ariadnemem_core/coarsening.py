@@ -540,46 +540,52 @@ def llm_state(old: Entry, new: Entry) -> bool | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class Surroundings:
     """What was said around a new entry: the turn before it and its own turn.
 
     A change cue there ("Plot twist:", "Laura left the agency.") vouches for the sentence
     that carries the value; only the own turn vouches for a change of state without a typed
-    value or without a shared slot word. Read once per turn (:func:`surroundings`), not once
-    per entry: an assistant's turn can hold dozens of entries and thousands of characters.
-    The new entry's own sentence may be part of it; every rule that reads the surroundings
-    checks the entry's own cue and slots first, so its presence changes no decision.
+    value or without a shared slot word. One object serves every entry of a turn, and each
+    reading is computed on first use: most entries are never close enough to a candidate
+    for the rules to ask, and an assistant's turn can hold dozens of entries and thousands
+    of characters. The new entry's own sentence may be part of it; every rule that reads
+    the surroundings checks the entry's own cue and slots first, so its presence changes
+    no decision.
+
+    Args:
+        turn: the entries of the own turn, in order.
+        previous: the entries of the turn before it.
     """
 
-    #: A change word governs a value in the turn before or in the own turn.
-    strong: bool = False
-    #: The same, in the own turn only.
-    turn_strong: bool = False
-    #: Slot words of the own turn.
-    turn_slots: frozenset[str] = frozenset()
-    #: Clauses of both turns with an ending word ("Sakura is closed").
-    ended: tuple[str, ...] = ()
+    def __init__(self, turn: Sequence[Entry] = (), previous: Sequence[Entry] = ()) -> None:
+        self._turn = tuple(turn)
+        self._previous = tuple(previous)
 
     @classmethod
     def of_text(cls, context: str) -> Surroundings:
         """From plain text: the turn before, then (after the last newline) the own turn."""
         before, _, own = context.rpartition("\n")
-        pb, po = _profile_of(before, None, (), (), None), _profile_of(own, None, (), (), None)
-        return cls(strong=pb.strong or po.strong, turn_strong=po.strong, turn_slots=po.slots,
-                   ended=_ended_clauses(before.lower()) + _ended_clauses(own.lower()))
+        return cls([Entry("", own)], [Entry("", before)])
 
+    @functools.cached_property
+    def turn_strong(self) -> bool:
+        """A change word governs a value in the own turn."""
+        return any(_profile(e).strong for e in self._turn)
 
-def surroundings(turn: Sequence[Entry], previous: Sequence[Entry] = ()) -> Surroundings:
-    """The :class:`Surroundings` of every entry of ``turn`` (the entries of one turn, in
-    order), after the entries of the turn before it."""
-    own = [_profile(e) for e in turn]
-    return Surroundings(
-        strong=any(p.strong for p in own) or any(_profile(e).strong for e in previous),
-        turn_strong=any(p.strong for p in own),
-        turn_slots=frozenset().union(*(p.slots for p in own)),
-        ended=tuple(c for e in (*previous, *turn) for c in _ended_clauses(_statement(e))),
-    )
+    @functools.cached_property
+    def strong(self) -> bool:
+        """A change word governs a value in the turn before or in the own turn."""
+        return self.turn_strong or any(_profile(e).strong for e in self._previous)
+
+    @functools.cached_property
+    def turn_slots(self) -> frozenset[str]:
+        """Slot words of the own turn."""
+        return frozenset().union(*(_profile(e).slots for e in self._turn))
+
+    @functools.cached_property
+    def ended(self) -> tuple[str, ...]:
+        """Clauses of both turns with an ending word ("Sakura is closed")."""
+        return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
 
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,

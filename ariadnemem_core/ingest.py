@@ -262,7 +262,7 @@ class Ingestor:
             for tid in entry.source_turn_ids[:1]:
                 said.setdefault(tid, []).append(entry)
         previous = dict(zip(list(said)[1:], list(said), strict=False))
-        around = {tid: coarsening.surroundings(own, said.get(previous.get(tid, ""), ())) for tid, own in said.items()}
+        around = {tid: coarsening.Surroundings(own, said.get(previous.get(tid, ""), ())) for tid, own in said.items()}
         # Every person known in the scope: a shared name is a subject, never a shared slot.
         names = frozenset(self.store.known_persons(scope.user_id)) | frozenset(
             p.lower() for e in entries for p in (*e.persons, *e.entities))

@@ -8,7 +8,7 @@ only wires them and records per-step timings in ``graph.stats``.
 from __future__ import annotations
 
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 import networkx as nx
 import numpy as np
@@ -229,7 +229,7 @@ def _add_message_mates(store: Store, scope: Scope, top: list[Candidate], entries
         turn = set(cand.entry.source_turn_ids)
         mates = [e for e in store.around(scope, cand.entry, MESSAGE_SPAN)
                  if e.id != cand.entry.id and turn & set(e.source_turn_ids) and scope.matches(e)]
-        if sum(count_tokens(e.text) for e in (cand.entry, *mates)) > cfg.message_context_max_tokens:
+        if not _short_message((cand.entry, *mates), cfg):
             long_turns |= turn
             continue
         for e in mates:
@@ -238,6 +238,12 @@ def _add_message_mates(store: Store, scope: Scope, top: list[Candidate], entries
             entries.setdefault(e.id, e)
             roles.setdefault(e.id, "terminal")
     return long_turns
+
+
+def _short_message(message: Iterable[Entry], cfg: Config) -> bool:
+    """Whether a message's entries total at most ``message_context_max_tokens``: a chat
+    turn, shown whole; not a document, which would fill the budget alone."""
+    return sum(count_tokens(e.text) for e in message) <= cfg.message_context_max_tokens
 
 
 def _newer_states(store: Store, scope: Scope, entries: dict[str, Entry]
@@ -398,13 +404,9 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
     # The messages of the ``message_context`` best nodes are shown whole (the exception),
     # unless too long to be shown whole.
     ranked = sorted((n for n in entries if n not in newer), key=lambda n: -scores.get(n, 0.0))
-    said: dict[str, int] = {}  # tokens of each message's entries among the candidates
-    if cfg.message_context:
-        for e in entries.values():
-            for t in e.source_turn_ids[:1]:
-                said[t] = said.get(t, 0) + count_tokens(e.text)
-    whole = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids
-             if said.get(t, 0) <= cfg.message_context_max_tokens} - long_turns
+    top = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids} - long_turns
+    # Counted over the message's entries among the candidates, for these few turns only.
+    whole = {t for t in top if _short_message((e for e in entries.values() if t in e.source_turn_ids[:1]), cfg)}
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
