@@ -4,6 +4,7 @@ OpenAI-compatible server: no network, a tiny LoCoMo-shaped file."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -457,7 +458,13 @@ def test_cli_qa_cache_replays_answers_of_an_earlier_run(tmp_path: Path, server: 
     assert "| replayed |" in (tmp_path / "b" / "qa.md").read_text()
     # The fake reader answers "not mentioned" to everything: every answer counts as one.
     assert all(s["overall"]["abstained_pct"] == 100.0 for s in second["systems"].values())
-    assert "| not mentioned % (1-4) |" in (tmp_path / "b" / "qa.md").read_text()
+    table = (tmp_path / "b" / "qa.md").read_text()
+    assert "| not mentioned % (1-4) |" in table
+    # Already a percentage: shown as 100.0, not scaled again.
+    assert re.search(r"^\| AriadneMem \|.*\| 100\.0 \|", table, re.M) and "10000.0" not in table
+    header = next(line for line in table.splitlines() if line.startswith("| system | cat"))
+    rows = [line for line in table.splitlines() if line.startswith("| AriadneMem |")][:1]  # the score table
+    assert rows and all(r.count(" | ") == header.count(" | ") for r in rows)  # every column filled
 
 
 def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> None:

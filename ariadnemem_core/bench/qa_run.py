@@ -526,7 +526,8 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
             block = s["categories"].get(str(c))
             row.append(_with_interval(block["f1"], _ci(block)) if block else "–")
         row += [_with_interval(ov["f1"], _ci(ov)), fmt(ov["f1_simple"]), fmt(ov["bleu1"]),
-                fmt(ov.get("abstained_pct")), fmt(ov["context_tokens_mean"], "int"),
+                fmt(ov.get("abstained_pct"), "ms"),  # already a percentage: one decimal, not scaled
+                fmt(ov["context_tokens_mean"], "int"),
                 fmt(ov.get("prompt_tokens_mean"), "int"),
                 fmt(ov["answer_latency_p50_s"], "rate"), failed]
         rows.append(row)
