@@ -87,6 +87,9 @@ class EvidenceGraph:
     stats: dict[str, Any] = field(default_factory=dict)
     #: Serialize the facts of one message on one line (``Config.group_by_turn``).
     group_by_turn: bool = False
+    #: Serialize :attr:`paths` as ``PATHS:`` lines (``Config.path_lines``); off, the
+    #: paths stay on the graph (pictures, adapters' metadata) but not in the text.
+    path_lines: bool = True
     _text: str | None = field(default=None, repr=False)
 
     def fact(self, entry_id: str) -> Fact | None:

@@ -136,8 +136,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
 
     kept_entries = {i: entries[i] for i in keep}
     kept_edges = [(a, b, k) for a, b, k in dict.fromkeys(edges) if a in kept_entries and b in kept_entries]
-    graph = _fit(query, kept_entries, scores, roles, kept_edges, paths, cfg.token_budget, shown,
-                 group_by_turn=cfg.group_by_turn)
+    graph = _fit(query, kept_entries, scores, roles, kept_edges, paths, cfg, shown)
     graph.stats.update(timings | {
         "terminals": len(cands), "bridges": sum(1 for i in keep if roles.get(i) == "bridge"),
         "bridges_found": n_bridges, "query_entities": q_entities, "paths_mined": len(graph.paths),
@@ -163,7 +162,7 @@ def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[
     shown = _shown(query, entries, cfg)
     keep = _budget(entries, scores, {}, {}, cfg, shown)
     graph = _fit(query, {i: entries[i] for i in keep}, scores, {i: "terminal" for i in entries}, [], [],
-                 cfg.token_budget, shown, group_by_turn=cfg.group_by_turn)
+                 cfg, shown)
     graph.fast_path = fast.name
     graph.stats["fast_path"] = fast.data
     return graph
@@ -423,33 +422,35 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
 
 
 def _fit(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
-         edges: list[tuple[str, str, str]], paths: list[list[str]], token_budget: int | None,
-         shown: dict[str, str], *, group_by_turn: bool = False) -> EvidenceGraph:
+         edges: list[tuple[str, str, str]], paths: list[list[str]], cfg: Config,
+         shown: dict[str, str]) -> EvidenceGraph:
     """The graph with as many of the ranked ``paths`` as fit the token budget (the facts
     were budgeted first; a path line that does not fit is dropped, lowest-ranked first).
+    Paths the text does not show (``Config.path_lines`` off) cost no token and all stay.
 
     The budget is a guarantee, not an estimate: should the assembled text still exceed
     it (a date header or marker the estimate did not foresee), the lowest-scored facts go
     until it fits.
     """
-    graph = _assemble(query, entries, scores, roles, edges, paths, shown, group_by_turn)
-    while token_budget is not None and paths and graph.token_count() > token_budget:
+    token_budget = cfg.token_budget
+    graph = _assemble(query, entries, scores, roles, edges, paths, shown, cfg)
+    while token_budget is not None and paths and cfg.path_lines and graph.token_count() > token_budget:
         paths = paths[:-1]
-        graph = _assemble(query, entries, scores, roles, edges, paths, shown, group_by_turn)
+        graph = _assemble(query, entries, scores, roles, edges, paths, shown, cfg)
     entries = dict(entries)
     while token_budget is not None and entries and graph.token_count() > token_budget:
         worst = min(entries, key=lambda i: (scores.get(i, 0.0), i))
         del entries[worst]
         edges = [e for e in edges if worst not in e[:2]]
-        graph = _assemble(query, entries, scores, roles, edges, [], shown, group_by_turn)
+        graph = _assemble(query, entries, scores, roles, edges, [], shown, cfg)
     return graph
 
 
 def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
               edges: list[tuple[str, str, str]], paths: list[list[str]],
-              shown: dict[str, str] | None = None, group_by_turn: bool = False) -> EvidenceGraph:
+              shown: dict[str, str], cfg: Config) -> EvidenceGraph:
     ordered = sorted(entries.values(), key=paths_mod.order_key)
-    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", (shown or {}).get(e.id))
+    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", shown.get(e.id))
              for n, e in enumerate(ordered, 1)]
     newer: dict[str, str] = {}
     for src, dst, kind in edges:
@@ -459,7 +460,8 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
             newer[src] = dst
     for f in facts:
         f.superseded_by = newer.get(f.id)
-    return EvidenceGraph(query=query, facts=facts, edges=edges, paths=paths, group_by_turn=group_by_turn)
+    return EvidenceGraph(query=query, facts=facts, edges=edges, paths=paths, group_by_turn=cfg.group_by_turn,
+                         path_lines=cfg.path_lines)
 
 
 def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None) -> Fact:

@@ -3,6 +3,7 @@ OpenAI-compatible server: no network, a tiny LoCoMo-shaped file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -309,7 +310,6 @@ def test_ablated_contexts_change_only_their_part() -> None:
     from ariadnemem_core.bench.qa_ablations import (
         FlatFacts,
         parse_qa_ablations,
-        without_paths,
         without_update_markers,
     )
     from ariadnemem_core.evidence import Fact
@@ -323,8 +323,8 @@ def test_ablated_contexts_change_only_their_part() -> None:
     full = graph.to_text()
     assert "PATHS:" in full and "(superseded by F2)" in full and "(latest)" in full
 
-    no_paths = without_paths(graph).to_text()
-    assert "PATHS:" not in no_paths and no_paths == full.split("\nPATHS:")[0]
+    hidden = dataclasses.replace(graph, path_lines=False, _text=None)  # Config.path_lines off
+    assert hidden.to_text() == full.split("\nPATHS:")[0] and hidden.paths == graph.paths
     no_marks = without_update_markers(graph)
     text = no_marks.to_text()
     assert "superseded" not in text and "(latest)" not in text and "PATHS:" in text
@@ -550,3 +550,26 @@ def test_replay_only_reports_a_stopped_run_and_asks_nothing(tmp_path: Path, serv
         main(["bench", "locomo", str(data), "--qa", "--qa-replay-only", "--base-url", server.url, "--quiet"])
     assert exc.value.code == 2
     assert "--qa-cache" in capsys.readouterr().err
+
+
+def test_path_lines_are_off_by_default_and_the_paths_variant_puts_them_back(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ariadnemem_core import AriadneMemory, Config, Turn
+    from ariadnemem_core.bench.qa_ablations import ablated_context
+    from tests.test_phase2 import FILLER, HOUR
+
+    t0 = datetime(2023, 5, 8, tzinfo=UTC)
+    turns = [Turn("Narrator", f, t0 + timedelta(minutes=i * 7 * HOUR), f"f{i}") for i, f in enumerate(FILLER)]
+    turns += [Turn("Narrator", "Zed started painting lessons with a patient teacher.", t0 + timedelta(hours=12), "A"),
+              Turn("Narrator", "Olga, who teaches Zed, runs her studio in Riga.", t0 + timedelta(hours=36), "B"),
+              Turn("Narrator", "Weekend lessons of painting are held in Riga.", t0 + timedelta(hours=60), "C")]
+    question = "Where are Zed's painting lessons held?"
+    assert not Config().path_lines and Config.paper().path_lines
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder(), config=Config(k_sem=2, k_lex=1)) as mem:
+        mem.add(turns, user_id="u")
+        mem.flush()
+        graph = mem.retrieve(question, user_id="u")
+        shown = ablated_context("paths", graph, mem, question, "u")
+    assert graph.paths and "PATHS:" not in graph.to_text()  # mined, kept on the graph, not shown
+    assert shown.paths == graph.paths and shown.to_text().startswith(graph.to_text() + "\nPATHS:\n")

@@ -218,8 +218,11 @@ def test_every_config_field_is_documented_with_its_default() -> None:
         if getattr(paper, name) != getattr(default, name):
             paper_value = getattr(paper, name)
             shown = repr(paper_value) if not isinstance(paper_value, bool) else None
-            # A paper value is a number (shown as written) or a switch the paper lacks ("-").
-            assert (shown is not None and shown in paper_cell) or (shown is None and "-" in paper_cell), (
+            # A paper value is a number (shown as written), a switch the paper lacks ("-"),
+            # or a switch the paper has ("on" / "off", as Config.paper() sets it).
+            switch = ("-", "on" if paper_value else "off")
+            assert (shown is not None and shown in paper_cell) or (
+                shown is None and any(w in paper_cell.split() for w in switch)), (
                 f"{page}: Config.paper() sets {name}={paper_value!r}; the paper column says {paper_cell!r}")
     documented = set(rows)
     known = {f.name for f in dataclasses.fields(Config)}

@@ -45,7 +45,14 @@ def test_bridge_found_and_path_mined(make_memory):
     assert (ids["A"], ids["B"], "bridge") in g.edges and (ids["B"], ids["C"], "bridge") in g.edges
     assert [ids["A"], ids["B"], ids["C"]] in g.paths
     labels = {f.id: f.label for f in g.facts}
-    assert f"{labels[ids['A']]} -> {labels[ids['B']]} -> {labels[ids['C']]}" in g.to_text()
+    line = f"{labels[ids['A']]} -> {labels[ids['B']]} -> {labels[ids['C']]}"
+    assert "PATHS:" not in g.to_text()  # mined, not shown by default (Config.path_lines)
+    from ariadnemem_core.models import Scope
+    from ariadnemem_core.reasoning import build_evidence_graph
+
+    shown = build_evidence_graph(mem.store, mem.embedder, mem.config.replace(path_lines=True),
+                                 "Where are the painting lessons?", Scope("default"))
+    assert f"PATHS:\n{line}" in shown.to_text()
 
 
 def test_no_bridge_outside_the_gap_range(make_memory):

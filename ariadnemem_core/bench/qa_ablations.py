@@ -7,8 +7,10 @@ so the reader, the question and (except for ``bridges``) the facts are identical
 only difference is the part taken out:
 
 ``paths``
-    the graph without its ``PATHS:`` lines. Mining paths never changes which facts are
-    kept (the node budget does not read them), so this equals ``Config.ablate("paths")``.
+    the paper's ``PATHS:`` lines put back: a second retrieval with ``Config.path_lines``
+    on (off by default since this comparison found they do not help the reader). Paths
+    never change which facts are kept (the node budget does not read them), so the facts
+    are the same; equal to AriadneMem when the memory already shows them.
 ``updates``
     the graph without update markers ("(superseded by F3)", "(latest)"): update edges
     dropped, ``superseded_by`` cleared; every fact stays.
@@ -46,7 +48,7 @@ from ..serialize import HEADER, quote
 QA_ABLATIONS = {
     "turns": "AriadneMem one line per fact",
     "messages": "AriadneMem w/o whole messages",
-    "paths": "AriadneMem w/o path lines",
+    "paths": "AriadneMem with path lines",
     "flat": "AriadneMem facts as a flat list",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
@@ -87,11 +89,6 @@ class FlatFacts:
         return self._text
 
 
-def without_paths(graph: EvidenceGraph) -> EvidenceGraph:
-    """The graph without reasoning paths (its serialization loses the PATHS lines)."""
-    return dataclasses.replace(graph, paths=[], _text=None)
-
-
 def without_update_markers(graph: EvidenceGraph) -> EvidenceGraph:
     """The graph with every fact but no update edges, so no fact is marked as superseded or latest."""
     facts = [dataclasses.replace(f, superseded_by=None) for f in graph.facts]
@@ -113,18 +110,17 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
     Returns:
         An EvidenceGraph, or a :class:`FlatFacts` for ``flat``.
     """
-    if name == "paths":
-        return without_paths(graph)
     if name == "updates":
         return without_update_markers(graph)
     if name == "flat":
         return FlatFacts(graph)
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=False, _text=None)
-    if name in ("bridges", "messages"):
+    if name in ("bridges", "messages", "paths"):
         from ..reasoning import build_evidence_graph
 
         cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
+                       else memory.config.replace(path_lines=True) if name == "paths"
                        else memory.config.replace(message_context=0, group_by_turn=False))
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")
