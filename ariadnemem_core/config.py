@@ -199,7 +199,7 @@ class Config:
     #: DEPARTURE (paper: reasoning paths are part of the serialized context): show the
     #: mined paths to the reader as ``PATHS:`` lines. Off by default because a reader
     #: answered no better with them: on the 200-question QA bench (same local reader),
-    #: removing them changed 43 contexts and no answer got worse (average F1 +0.5, paired
+    #: removing them changed 44 contexts and no answer got worse (average F1 +0.5, paired
     #: 95% interval +0.0 to +1.2); they never change which facts are kept, and cost ~5
     #: tokens. The paths are still mined (``enable_paths``) and stay on the graph for
     #: pictures and the adapters' metadata. ``Config.paper()`` shows them.
