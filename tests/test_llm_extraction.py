@@ -136,9 +136,9 @@ def test_500_forever_falls_back(server: FakeOpenAIServer) -> None:
 
 
 def test_timeout_falls_back_or_recovers(server: FakeOpenAIServer) -> None:
-    server.sleep_s = 1.0
+    server.sleep_s = 3.0
     server.queue("timeout", "good")
-    ex = LLMExtractor(fake_client(server, timeout=0.25, max_retries=1), retries=1)
+    ex = LLMExtractor(fake_client(server, timeout=1.0, max_retries=1), retries=1)
     turns = make_turns(3)
     assert_covered(ex.extract(turns, ExtractionContext()), turns)
     assert server.count == 2  # the timeout ends the call (a total deadline), the window retry succeeds
