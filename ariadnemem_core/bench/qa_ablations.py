@@ -1,10 +1,11 @@
-"""QA ablations: the same evidence, shown to the same reader without one of its parts.
+"""QA ablations: the same evidence, shown to the same reader with one of its parts changed.
 
 Why in the bench and not in the configuration: evidence recall cannot say whether path
 lines, update markers or the graph's structure help a *reader*; only answers can. Each
 ablation is built from the full system's retrieval of the same question, in the same run,
-so the reader, the question and (except for ``bridges``) the facts are identical and the
-only difference is the part taken out:
+so the reader, the question and (except for ``bridges`` and ``messages``, whose switch
+changes what the budget keeps) the facts are identical and the only difference is the
+one part changed:
 
 ``paths``
     the paper's ``PATHS:`` lines put back: a second retrieval with ``Config.path_lines``
