@@ -77,6 +77,9 @@ ANSWER_MAX_TOKENS = 200
 
 #: A line's labels: "[F3]", or "[F4,F5]" for the facts of one message (``Config.group_by_turn``).
 _LABELS = re.compile(r"\[(F\d+(?:,F\d+)*)\]")
+#: A reply whose answer is only fact labels ("F14,F15,F16"): a small reader sometimes
+#: names the facts instead of saying what they say.
+_ONLY_LABELS = re.compile(r"\[?\s*(F\d+(?:\s*,\s*F\d+)*)\s*\]?\.?")
 
 
 @dataclass(slots=True)
@@ -133,7 +136,27 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
     text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
     known = {label for group in _LABELS.findall(memory_text) for label in group.split(",")}
     labels = [c for c in cited if isinstance(c, str) and c in known] if isinstance(cited, list) else []
+    only = _ONLY_LABELS.fullmatch(text)
+    if only:
+        named = [label.strip() for label in only.group(1).split(",")]
+        if all(label in known for label in named):
+            labels = list(dict.fromkeys([*named, *labels]))
     return text, labels
+
+
+def spell_out_labels(text: str, graph: Any) -> str:
+    """The answer itself when the reader answered with fact labels only: the texts of
+    the facts it named (a user cannot read "F14,F15,F16"); otherwise ``text``, also
+    when a named label is not one of the graph's facts. Public so a replayed answer
+    (the QA bench's cache) reads as a fresh one."""
+    only = _ONLY_LABELS.fullmatch(text)
+    if not only:
+        return text
+    by_label = {getattr(f, "label", ""): getattr(f, "text", "") for f in getattr(graph, "facts", ())}
+    named = [label.strip() for label in only.group(1).split(",")]
+    if not all(by_label.get(label) for label in named):
+        return text
+    return "; ".join(by_label[label] for label in dict.fromkeys(named))[:MAX_TEXT_CHARS]
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -249,7 +272,7 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
 def _llm_answer(graph: C, resp: LLMResponse, memory_text: str, started: float) -> Answer[C]:
     text, labels = _answer_from(resp, memory_text)
     return Answer(
-        text=text,
+        text=spell_out_labels(text, graph),
         graph=graph,
         usage=resp.usage(),
         latency_s=time.perf_counter() - started,

@@ -217,3 +217,49 @@ def test_cited_labels_of_a_grouped_line_are_known(server: FakeOpenAIServer) -> N
     grouped = TextContext('MEMORY\n2023-03-04:\n[F3,F1] "Bob adopted a cat. Her name is Miso."')
     ans = synthesize(QUESTION, grouped, fake_client(server))
     assert ans.fact_ids == ["F1"]
+
+
+@dataclass
+class LabelledFact:
+    text: str
+    label: str
+
+
+@dataclass
+class LabelledGraph:
+    facts: list[LabelledFact]
+
+    def to_text(self) -> str:
+        return "MEMORY\n" + "\n".join(f'[{f.label}] "{f.text}"' for f in self.facts)
+
+
+def test_an_answer_of_labels_only_is_said_in_the_facts_words(server: FakeOpenAIServer) -> None:
+    # A small reader sometimes answers "F2,F3" (naming the facts instead of saying them):
+    # the user gets what those facts say, and the labels count as cited.
+    graph = LabelledGraph([LabelledFact("Jon opened a dance studio.", "F1"),
+                           LabelledFact("Jon ran a booth at the fair.", "F2"),
+                           LabelledFact("Jon gave a workshop at the studio.", "F3")])
+    server.answer = "F2, F3"
+    ans = synthesize("Which events did Jon go to?", graph, fake_client(server))
+    assert ans.text == "Jon ran a booth at the fair.; Jon gave a workshop at the studio."
+    assert ans.fact_ids == ["F2", "F3", "F1"]
+    # A label the memory does not hold keeps the reply as it came (nothing invented).
+    server.answer = "F2,F9"
+    assert synthesize("Which events did Jon go to?", graph, fake_client(server)).text == "F2,F9"
+    # An answer that merely mentions a label is an answer.
+    server.answer = "the F2 booth"
+    assert synthesize("Which events did Jon go to?", graph, fake_client(server)).text == "the F2 booth"
+
+
+def test_a_replayed_answer_of_labels_only_is_spelled_out_too(tmp_path) -> None:
+    from ariadnemem_core.bench.qa import AnswerCache
+
+    # Answers cached before the mend (or by another version) read as fresh ones.
+    graph = LabelledGraph([LabelledFact("Jon ran a booth at the fair.", "F1")])
+    cache = AnswerCache(tmp_path / "answers.jsonl", "reader")
+    key = cache.key(build_messages("Which events did Jon go to?", graph))
+    cache.put(key, {"prediction": "[F1]", "latency_s": 1.0, "prompt_tokens": 9, "completion_tokens": 3,
+                    "mode": "llm", "fact_ids": ["F1"]})
+    out = answer_items([{"qid": "q", "question": "Which events did Jon go to?", "graph": graph}], None,
+                       concurrency=1, cache=AnswerCache(tmp_path / "answers.jsonl", "reader"))
+    assert out[0]["cached"] is True and out[0]["prediction"] == "Jon ran a booth at the fair."

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import LLMError
 from ..llm import LLMClient
-from ..synthesis import ANSWER_MAX_TOKENS, build_messages, synthesize
+from ..synthesis import ANSWER_MAX_TOKENS, build_messages, spell_out_labels, synthesize
 from .qa_metrics import score_answer
 
 #: Keys that would carry a gold answer; :func:`answer_items` refuses items with them.
@@ -125,6 +125,7 @@ def _answer_one(item: Mapping[str, Any], client: LLMClient | None,
         found = cache.get(key)
         if found is not None:
             out.update(found, error=None, cached=True)
+            out["prediction"] = spell_out_labels(str(found["prediction"]), graph)
             return out
         if cache.replay_only:
             out.update(prediction="", latency_s=0.0, prompt_tokens=0, completion_tokens=0, mode="error",
