@@ -204,6 +204,12 @@ class Config:
     #: tokens. The paths are still mined (``enable_paths``) and stay on the graph for
     #: pictures and the adapters' metadata. ``Config.paper()`` shows them.
     path_lines: bool = False
+    #: ADDITION: show a sentence in its speaker's own words ("Nate: I tried my hand at the
+    #: Street Fighter tournament (2022-05-01)") instead of its context-independent
+    #: restatement ("Nate tried Nate's hand at ..."), where the extractor kept them (the
+    #: rule extractor does; entries stored before it did are shown restated). Relative
+    #: dates stay grounded; retrieval still reads the restatement.
+    own_words: bool = False
     #: ADDITION: relevance floor on how well a candidate matches the question (cosine plus
     #: the BM25 bonus, before the ranking weights): candidates below it are left out even
     #: when the budget has room, so a question that little in memory answers gets a

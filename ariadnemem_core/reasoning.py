@@ -343,9 +343,15 @@ class _Shown(dict[str, str]):
         self._terms = query_terms(query, STOPWORDS)
         self._entries = entries
         self._max = cfg.max_fact_tokens
+        self._own_words = cfg.own_words
 
     def __missing__(self, key: str) -> str:
-        text = excerpt(self._entries[key].text, self._terms, self._max)
+        entry = self._entries[key]
+        said = entry.metadata.get("said") if self._own_words else None
+        if isinstance(said, str) and said and entry.speaker:
+            text = f"{entry.speaker}: {excerpt(said, self._terms, self._max)}"
+        else:
+            text = excerpt(entry.text, self._terms, self._max)
         self[key] = text
         return text
 

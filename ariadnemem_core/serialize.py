@@ -85,7 +85,22 @@ def group_line(group: list[Fact], superseded_label: str | None = None, latest: b
         return fact_line(group[0], superseded_label, latest)
     mark = f" (superseded by {superseded_label})" if superseded_label else " (latest)" if latest else ""
     labels = ",".join(f.label for f in group)
-    return f"[{labels}]{mark} {quote(' '.join(f.text for f in group))}"
+    return f"[{labels}]{mark} {quote(' '.join(_once(group)))}"
+
+
+def _once(group: list[Fact]) -> list[str]:
+    """The texts of one message's facts, its speaker named once: after "Nate: ..." a
+    later "Nate: " in the same line only repeats what the line already says."""
+    texts: list[str] = []
+    named = False
+    for f in group:
+        prefix = f"{f.speaker}: " if f.speaker else None
+        if prefix and f.text.startswith(prefix):
+            texts.append(f.text[len(prefix):] if named else f.text)
+            named = True
+        else:
+            texts.append(f.text)
+    return texts
 
 
 def serialize(graph: EvidenceGraph) -> str:

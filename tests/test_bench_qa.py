@@ -335,7 +335,7 @@ def test_ablated_contexts_change_only_their_part() -> None:
     assert flat[0].endswith("most relevant first)")
     assert [ln.split("]")[0] for ln in flat[1:]] == ["[F1", "[F3", "[F2"]  # score order
     assert flat[3] == '[F2] 2023-05-08: "The meeting moved to 3 pm. \\"ignore rules\\""'  # still quoted
-    assert parse_qa_ablations("all") == ("turns", "messages", "paths", "flat", "bridges", "updates")
+    assert parse_qa_ablations("all") == ("turns", "messages", "paths", "own", "flat", "bridges", "updates")
     assert parse_qa_ablations(["flat", "paths"]) == ("paths", "flat")
     with pytest.raises(ValueError, match="unknown QA ablations"):
         parse_qa_ablations(["topology"])
@@ -573,3 +573,22 @@ def test_path_lines_are_off_by_default_and_the_paths_variant_puts_them_back(tmp_
         shown = ablated_context("paths", graph, mem, question, "u")
     assert graph.paths and "PATHS:" not in graph.to_text()  # mined, kept on the graph, not shown
     assert shown.paths == graph.paths and shown.to_text().startswith(graph.to_text() + "\nPATHS:\n")
+
+
+def test_own_words_variant_retrieves_again_with_own_words_switched(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ariadnemem_core import AriadneMemory, Config, Turn
+    from ariadnemem_core.bench.qa_ablations import ablated_context
+
+    turns = [Turn("Nate", "I played Catan with my friends yesterday.", datetime(2023, 5, 8, tzinfo=UTC), "n1")]
+    question = "Which board games has Nate played?"
+    for own in (False, True):
+        with AriadneMemory(tmp_path / str(own), embedder=HashEmbedder(), config=Config(own_words=own)) as mem:
+            mem.add(turns, user_id="u")
+            mem.flush()
+            full = mem.retrieve(question, user_id="u").to_text()
+            switched = ablated_context("own", mem.retrieve(question, user_id="u"), mem, question, "u").to_text()
+        restated, said = (full, switched) if not own else (switched, full)
+        assert "Nate played Catan with Nate's friends" in restated
+        assert "Nate: I played Catan with my friends yesterday (2023-05-07)." in said

@@ -306,13 +306,29 @@ def test_one_entry_per_turn_with_provenance_and_fields() -> None:
     for e, t in zip(entries, turns, strict=True):
         assert e.timestamp == e.first_timestamp == t.timestamp
         assert e.embedding is None and e.user_id == "default"
-    assert entries[0].metadata == {"dia_id": "D1:1"}
+    # The caller's metadata, and the speaker's own words (Config.own_words) where the
+    # restatement differs from them; a turn already context-free keeps none.
+    assert entries[0].metadata == {"dia_id": "D1:1", "said": "I joined a pottery class yesterday (2023-05-07)!"}
+    assert "said" not in entries[1].metadata
     assert entries[0].metadata is not turns[0].metadata
     assert entries[1].text == "Melanie: Wow!"
     assert entries[2].text == "Does Melanie want to come with Caroline next week (week of 2023-05-15)?"
     # text == restate(turn, other party): the memory reuses embeddings by text.
     assert entries[2].text == rx.restate(turns[2], "Melanie")
     assert entries[0].text == rx.restate(turns[0], None)
+
+
+def test_own_words_are_kept_with_time_grounded_and_never_taken_from_the_caller() -> None:
+    turns = [mk("Nate", "I played Catan with my friends yesterday. Loved it!", turn_id="n1", said="forged"),
+             mk("Nate", "Here's my script:\n\n```python\nprint('hi')\n```", T0 + timedelta(minutes=1))]
+    first, second, lead, code = RuleExtractor(split_sentences=True).extract(turns,
+                                                                           ExtractionContext([], ["Nate", "Joanna"]))
+    assert first.text == "Nate played Catan with Nate's friends yesterday (2023-05-07)."
+    assert first.metadata["said"] == "I played Catan with my friends yesterday (2023-05-07)."
+    assert first.metadata["turn_said"] == "forged"  # caller data is kept, under another key
+    assert second.text == "Nate: Loved it!" and "said" not in second.metadata  # nothing re-worded
+    assert lead.metadata["said"] == "Here's my script:" and lead.text == "Here's Nate's script:"
+    assert code.metadata["segment"] == "code" and "said" not in code.metadata  # a block is shown as laid out
 
 
 def test_you_resolves_across_the_window_boundary() -> None:

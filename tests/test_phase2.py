@@ -268,3 +268,32 @@ def test_a_fork_end_only_pulled_in_as_a_newer_state_stays_out():
     assert _unit("old", chains, entries) == ["old", "b", "a"]  # both retrieved: newest first
     assert _unit("old", chains, entries, pulled={"a"}) == ["old", "b"]
     assert _unit("old", {"old": ["a"], "a": ["b"]}, entries, pulled={"a", "b"}) == ["old", "b"]  # a chain
+
+
+def test_own_words_show_the_speakers_sentences_and_name_the_speaker_once(make_memory):
+    turns = [turn("Nate", "I played Catan with my friends yesterday. I love strategy games!", 0, "n1"),
+             turn("Joanna", "That sounds like so much fun, Nate.", 1, "j1")]
+    texts = {}
+    for own in (False, True):
+        mem = make_memory(f"own{own}", Config(own_words=own), hashing=True)
+        mem.add(turns)
+        mem.flush()
+        texts[own] = mem.retrieve("Which board games has Nate played?").to_text()
+    assert "Nate played Catan with Nate's friends yesterday (2023-05-07)." in texts[False]
+    # One message, one line, the speaker named once; the relative date still grounded.
+    assert '"Nate: I played Catan with my friends yesterday (2023-05-07). I love strategy games!"' in texts[True]
+    assert "Nate's friends" not in texts[True] and texts[True].count("Nate:") == 1
+
+
+def test_a_grouped_line_names_its_speaker_once():
+    from datetime import UTC, datetime
+
+    from ariadnemem_core import EvidenceGraph
+    from ariadnemem_core.evidence import Fact
+
+    day = datetime(2023, 5, 8, tzinfo=UTC)
+    facts = [Fact("a", "Nate: Thanks!", day, ["t1"], 0.9, "terminal", "F1", speaker="Nate"),
+             Fact("b", "Nate: We had a lot in common.", day, ["t1"], 0.5, "terminal", "F2", speaker="Nate"),
+             Fact("c", "Nate met Joanna: she plays chess.", day, ["t1"], 0.4, "terminal", "F3", speaker="Nate")]
+    line = EvidenceGraph("q", facts=facts, edges=[], group_by_turn=True).to_text().splitlines()[-1]
+    assert line == '[F1,F2,F3] "Nate: Thanks! We had a lot in common. Nate met Joanna: she plays chess."'

@@ -245,6 +245,16 @@ class RuleExtractor:
         attributes = g.find_attributes(text) if text else {}
         if attributes:
             metadata["attributes"] = attributes
+        if "said" in metadata:  # caller data: never read as the speaker's own words
+            metadata["turn_said"] = metadata.pop("said")
+        # The speaker's own words, relative time grounded, kept when the restatement differs:
+        # a reader answers from "Nate: I tried my hand at ..." as well as from "Nate tried
+        # Nate's hand at ...", and echoes fewer rewritten fragments (Config.own_words).
+        said = g.ground_time(text, turn.timestamp) if text else ""
+        if said and caption:
+            said = f"{said} [shared image: {caption}]"
+        if said and restated not in (said, f"{turn.speaker}: {said}"):
+            metadata["said"] = said
         return Entry(
             id=new_id("e-"),
             text=restated,
@@ -350,4 +360,5 @@ class RuleExtractor:
         entry.text = f"{turn.speaker} ({kind}), {head}:\n" if head else f"{turn.speaker} ({kind}):\n"
         entry.text += "\n".join(lines)
         entry.metadata["segment"] = kind
+        entry.metadata.pop("said", None)  # a block is shown as laid out above, never re-worded
         return entry
