@@ -335,7 +335,7 @@ def test_ablated_contexts_change_only_their_part() -> None:
     assert flat[0].endswith("most relevant first)")
     assert [ln.split("]")[0] for ln in flat[1:]] == ["[F1", "[F3", "[F2"]  # score order
     assert flat[3] == '[F2] 2023-05-08: "The meeting moved to 3 pm. \\"ignore rules\\""'  # still quoted
-    assert parse_qa_ablations("all") == ("turns", "messages", "paths", "own", "flat", "bridges", "updates")
+    assert parse_qa_ablations("all") == ("turns", "messages", "paths", "restated", "flat", "bridges", "updates")
     assert parse_qa_ablations(["flat", "paths"]) == ("paths", "flat")
     with pytest.raises(ValueError, match="unknown QA ablations"):
         parse_qa_ablations(["topology"])
@@ -575,7 +575,7 @@ def test_path_lines_are_off_by_default_and_the_paths_variant_puts_them_back(tmp_
     assert shown.paths == graph.paths and shown.to_text().startswith(graph.to_text() + "\nPATHS:\n")
 
 
-def test_own_words_variant_retrieves_again_with_own_words_switched(tmp_path: Path) -> None:
+def test_restated_variant_retrieves_again_without_own_words(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from ariadnemem_core import AriadneMemory, Config, Turn
@@ -588,7 +588,8 @@ def test_own_words_variant_retrieves_again_with_own_words_switched(tmp_path: Pat
             mem.add(turns, user_id="u")
             mem.flush()
             full = mem.retrieve(question, user_id="u").to_text()
-            switched = ablated_context("own", mem.retrieve(question, user_id="u"), mem, question, "u").to_text()
-        restated, said = (full, switched) if not own else (switched, full)
-        assert "Nate played Catan with Nate's friends" in restated
-        assert "Nate: I played Catan with my friends yesterday (2023-05-07)." in said
+            restated = ablated_context("restated", mem.retrieve(question, user_id="u"), mem, question,
+                                       "u").to_text()
+        assert "Nate played Catan with Nate's friends" in restated and "Nate: I played" not in restated
+        said = "Nate: I played Catan with my friends yesterday (2023-05-07)."
+        assert (said in full) is own

@@ -207,7 +207,9 @@ def test_extractive_fast_path_answers_say_what_they_found(make_memory, monkeypat
     count = mem.answer("How many times did Maya go climbing?", user_id="u")
     assert count.fast_path == "counter"
     assert "stored mentions match; count the distinct events:" in count.text
-    assert "2023-05-09: Maya went climbing at the gym" in count.text and "climbing again tonight" in count.text
+    # Shown in the speaker's own words (Config.own_words), relative dates grounded.
+    assert "2023-05-09: Maya: I went climbing at the gym" in count.text
+    assert "climbing again tonight (2023-05-12)" in count.text
 
 
 def test_cited_labels_of_a_grouped_line_are_known(server: FakeOpenAIServer) -> None:

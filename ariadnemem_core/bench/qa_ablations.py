@@ -25,11 +25,12 @@ one part changed:
     a second retrieval on the same store without the whole messages of the best
     candidates (``Config.message_context`` 0, one line per fact): the sentence entries
     the budget keeps on their own merits, as before those defaults.
-``own``
-    a second retrieval on the same store with ``Config.own_words`` switched (on when the
-    memory's default is off, and the reverse): the same budget filled with the speakers'
-    own sentences instead of their restatements (or the reverse). The store must have
-    been built by an extractor that keeps own words; otherwise the texts do not change.
+``restated``
+    a second retrieval on the same store with ``Config.own_words`` off: the same budget
+    filled with the context-independent restatements of the sentences instead of the
+    speakers' own words ("Nate tried Nate's hand at ..." for "Nate: I tried my hand at
+    ..."). The store must have been built by an extractor that keeps own words;
+    otherwise the texts do not change.
 ``flat``
     the same facts as a flat list in retrieval-score order (best first), each with its
     date, without date groups, markers or paths: what a reader gets from plain top-k
@@ -55,7 +56,7 @@ QA_ABLATIONS = {
     "turns": "AriadneMem one line per fact",
     "messages": "AriadneMem w/o whole messages",
     "paths": "AriadneMem with path lines",
-    "own": "AriadneMem own words switched",
+    "restated": "AriadneMem restated (w/o own words)",
     "flat": "AriadneMem facts as a flat list",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
@@ -110,7 +111,7 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         name: one of :data:`QA_ABLATIONS`.
         graph: the full system's evidence graph of the question.
         memory: the :class:`~ariadnemem_core.AriadneMemory` it came from (``bridges``,
-            ``messages``, ``paths`` and ``own`` retrieve again from its store with their
+            ``messages``, ``paths`` and ``restated`` retrieve again from its store with their
             switch changed).
         question: the question.
         user_id: whose memory.
@@ -124,12 +125,12 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         return FlatFacts(graph)
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=False, _text=None)
-    if name in ("bridges", "messages", "paths", "own"):
+    if name in ("bridges", "messages", "paths", "restated"):
         from ..reasoning import build_evidence_graph
 
         cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
                        else memory.config.replace(path_lines=True) if name == "paths"
-                       else memory.config.replace(own_words=not memory.config.own_words) if name == "own"
+                       else memory.config.replace(own_words=False) if name == "restated"
                        else memory.config.replace(message_context=0, group_by_turn=False))
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")
