@@ -336,7 +336,8 @@ def _unit(node: str, chains: dict[str, list[str]], entries: dict[str, Entry],
 class _Shown(dict[str, str]):
     """Entry id -> the text it is shown with: whole, or a query-focused excerpt of at most
     ``max_fact_tokens`` tokens (``excerpt.py``). Computed on first use: the budget reads
-    only the candidates it gets to, so the others cost nothing."""
+    only the candidates it gets to, so the others cost nothing. ``cut`` holds the ids
+    whose text was shortened (their :attr:`Fact.excerpt`); own words shown whole are not."""
 
     def __init__(self, query: str, entries: dict[str, Entry], cfg: Config) -> None:
         super().__init__()
@@ -344,14 +345,17 @@ class _Shown(dict[str, str]):
         self._entries = entries
         self._max = cfg.max_fact_tokens
         self._own_words = cfg.own_words
+        self.cut: set[str] = set()
 
     def __missing__(self, key: str) -> str:
         entry = self._entries[key]
         said = entry.metadata.get("said") if self._own_words else None
-        if isinstance(said, str) and said and entry.speaker:
-            text = f"{entry.speaker}: {excerpt(said, self._terms, self._max)}"
-        else:
-            text = excerpt(entry.text, self._terms, self._max)
+        own = isinstance(said, str) and bool(said) and bool(entry.speaker)
+        source = str(said) if own else entry.text
+        body = excerpt(source, self._terms, self._max)
+        if body != source:
+            self.cut.add(key)
+        text = f"{entry.speaker}: {body}" if own else body
         self[key] = text
         return text
 
@@ -359,13 +363,13 @@ class _Shown(dict[str, str]):
         return self[key] if key in self._entries else default
 
 
-def _shown(query: str, entries: dict[str, Entry], cfg: Config) -> dict[str, str]:
+def _shown(query: str, entries: dict[str, Entry], cfg: Config) -> _Shown:
     return _Shown(query, entries, cfg)
 
 
 def _budget(entries: dict[str, Entry], scores: dict[str, float],
             chains: dict[str, list[str]], newer: dict[str, Entry], cfg: Config,
-            shown: dict[str, str], long_turns: set[str] | frozenset[str] = frozenset()) -> list[str]:
+            shown: _Shown, long_turns: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Nodes kept, best-scored first, within the token budget (hard) and the node budget
     (at most max_nodes). A node always comes with its newer states (so a stale fact is
     never shown alone). Candidates under the relevance floor are left out even when
@@ -429,7 +433,7 @@ def _budget(entries: dict[str, Entry], scores: dict[str, float],
 
 def _fit(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
          edges: list[tuple[str, str, str]], paths: list[list[str]], cfg: Config,
-         shown: dict[str, str]) -> EvidenceGraph:
+         shown: _Shown) -> EvidenceGraph:
     """The graph with as many of the ranked ``paths`` as fit the token budget (the facts
     were budgeted first; a path line that does not fit is dropped, lowest-ranked first).
     Paths the text does not show (``Config.path_lines`` off) cost no token and all stay.
@@ -454,10 +458,10 @@ def _fit(query: str, entries: dict[str, Entry], scores: dict[str, float], roles:
 
 def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], roles: dict[str, str],
               edges: list[tuple[str, str, str]], paths: list[list[str]],
-              shown: dict[str, str], cfg: Config) -> EvidenceGraph:
+              shown: _Shown, cfg: Config) -> EvidenceGraph:
     ordered = sorted(entries.values(), key=paths_mod.order_key)
-    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", shown.get(e.id))
-             for n, e in enumerate(ordered, 1)]
+    facts = [_fact(e, scores.get(e.id, 0.0), roles.get(e.id, "terminal"), f"F{n}", shown.get(e.id),
+                   e.id in shown.cut) for n, e in enumerate(ordered, 1)]
     newer: dict[str, str] = {}
     for src, dst, kind in edges:
         # Updated along two branches, a fact is marked as superseded by the newer one.
@@ -470,11 +474,10 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
                          path_lines=cfg.path_lines)
 
 
-def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None) -> Fact:
-    shown = e.text if text is None else text
-    return Fact(id=e.id, text=shown, timestamp=e.timestamp, source_turn_ids=list(e.source_turn_ids),
-                score=score, role=role, label=label, speaker=e.speaker,  # type: ignore[arg-type]
-                excerpt=shown != e.text)
+def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None, cut: bool = False) -> Fact:
+    return Fact(id=e.id, text=e.text if text is None else text, timestamp=e.timestamp,
+                source_turn_ids=list(e.source_turn_ids), score=score,
+                role=role, label=label, speaker=e.speaker, excerpt=cut)  # type: ignore[arg-type]
 
 
 def _in_scope(found: dict[str, Entry], scope: Scope) -> dict[str, Entry]:

@@ -278,7 +278,10 @@ def test_own_words_show_the_speakers_sentences_and_name_the_speaker_once(make_me
         mem = make_memory(f"own{own}", Config(own_words=own), hashing=True)
         mem.add(turns)
         mem.flush()
-        texts[own] = mem.retrieve("Which board games has Nate played?").to_text()
+        graph = mem.retrieve("Which board games has Nate played?")
+        texts[own] = graph.to_text()
+        # Shown whole, in either wording: not an excerpt (Fact.excerpt sends readers to get()).
+        assert graph.facts and not any(f.excerpt for f in graph.facts)
     assert "Nate played Catan with Nate's friends yesterday (2023-05-07)." in texts[False]
     # One message, one line, the speaker named once; the relative date still grounded.
     assert '"Nate: I played Catan with my friends yesterday (2023-05-07). I love strategy games!"' in texts[True]
