@@ -210,8 +210,8 @@ class Config:
     #: rule extractor does; entries stored before it did are shown restated). Relative
     #: dates stay grounded; retrieval still reads the restatement. On because the reader
     #: answered no worse from them: on the 200-question QA bench (same local reader) the
-    #: restatements instead scored 0.9 F1 lower on average (paired 95% interval -3.6 to
-    #: +1.9; lower in 3 of 4 categories, single-hop +1.9) with 4 more context tokens, and
+    #: restatements instead scored 0.8 F1 lower on average (paired 95% interval -3.5 to
+    #: +1.9; lower in 3 of 4 categories, single-hop +2.3) with 4 more context tokens, and
     #: a reader echoes a restatement's rewritten fragments ("Nate's hand") in its answers.
     #: The budget keeps nearly the same facts (LoCoMo dev evidence recall 75.0 vs 75.4%).
     own_words: bool = True
