@@ -82,6 +82,13 @@ _LABELS = re.compile(r"\[(F\d+(?:,F\d+)*)\]")
 _ONLY_LABELS = re.compile(r"\[?\s*(F\d+(?:\s*,\s*F\d+)*)\s*\]?\.?")
 
 
+def _only_labels(text: str) -> list[str]:
+    """The labels an answer consists of ("F14, F15" -> ["F14", "F15"]), or [] when it
+    says anything else."""
+    only = _ONLY_LABELS.fullmatch(text)
+    return [label.strip() for label in only.group(1).split(",")] if only else []
+
+
 @dataclass(slots=True)
 class Answer(Generic[C]):
     """The answer to one question and what it cost.
@@ -136,11 +143,9 @@ def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
     text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
     known = {label for group in _LABELS.findall(memory_text) for label in group.split(",")}
     labels = [c for c in cited if isinstance(c, str) and c in known] if isinstance(cited, list) else []
-    only = _ONLY_LABELS.fullmatch(text)
-    if only:
-        named = [label.strip() for label in only.group(1).split(",")]
-        if all(label in known for label in named):
-            labels = list(dict.fromkeys([*named, *labels]))
+    named = _only_labels(text)
+    if named and all(label in known for label in named):
+        labels = list(dict.fromkeys([*named, *labels]))
     return text, labels
 
 
@@ -149,11 +154,10 @@ def spell_out_labels(text: str, graph: Any) -> str:
     the facts it named (a user cannot read "F14,F15,F16"); otherwise ``text``, also
     when a named label is not one of the graph's facts. Public so a replayed answer
     (the QA bench's cache) reads as a fresh one."""
-    only = _ONLY_LABELS.fullmatch(text)
-    if not only:
+    named = _only_labels(text)
+    if not named:
         return text
     by_label = {getattr(f, "label", ""): getattr(f, "text", "") for f in getattr(graph, "facts", ())}
-    named = [label.strip() for label in only.group(1).split(",")]
     if not all(by_label.get(label) for label in named):
         return text
     return "; ".join(by_label[label] for label in dict.fromkeys(named))[:MAX_TEXT_CHARS]
