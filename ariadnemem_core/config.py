@@ -214,7 +214,7 @@ class Config:
     #: +1.9; lower in 3 of 4 categories, single-hop +2.3) with 4 more context tokens, and
     #: a reader echoes a restatement's rewritten fragments ("Nate's hand") in its answers.
     #: Evidence recall costs a little, all of it at the token budget: LoCoMo dev cat 1-4
-    #: 74.9% vs 75.3% with restatements, BEAM 61.9% vs 63.1%.
+    #: 75.0% vs 75.3% with restatements, BEAM 61.9% vs 63.1%.
     own_words: bool = True
     #: ADDITION: relevance floor on how well a candidate matches the question (cosine plus
     #: the BM25 bonus, before the ranking weights): candidates below it are left out even
