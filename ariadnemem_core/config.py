@@ -221,13 +221,19 @@ class Config:
     own_words: bool = True
     #: ADDITION: the order of the serialized lines: "time" (oldest first, under date
     #: headers, as the paper's graph reads) or "relevance" (the line with the best-scored
-    #: fact first, each line under its own date). Under measurement with a reader.
+    #: fact first, each line under its own date). "time" because the reader answered
+    #: better from it: on the 200-question QA bench (same local reader) relevance order
+    #: scored 1.4 F1 lower on average (paired 95% interval -4.4 to +1.9; single-hop -7.0,
+    #: temporal -2.6, multi-hop +2.1) with 24 more context tokens.
     fact_order: str = "time"
     #: ADDITION: a question naming a day or month with its year ("in August 2023",
     #: ``periods.py``) also draws the ``k_period`` memories of that period most similar
-    #: to it as candidates (0: off) ...
+    #: to it as candidates (0: off, the bonus too) ...
     k_period: int = 10
     #: ... and every candidate said within that period scores this much higher (x 1.5).
+    #: Retrieval only, fixed store: LoCoMo dev cat 1-4 recall 75.1 -> 76.9% at the same
+    #: tokens (0.2: 76.1, 0.4: 76.7, 0.6-1.0: 77.0), BEAM dev unchanged (61.9%). On
+    #: answers (QA bench): 15 of 200 contexts changed, single-hop F1 41.9 -> 47.4.
     period_bonus: float = 0.5
     #: ADDITION: relevance floor on how well a candidate matches the question (cosine plus
     #: the BM25 bonus, before the ranking weights): candidates below it are left out even
