@@ -90,6 +90,8 @@ class EvidenceGraph:
     #: Serialize :attr:`paths` as ``PATHS:`` lines (``Config.path_lines``); off, the
     #: paths stay on the graph (pictures, adapters' metadata) but not in the text.
     path_lines: bool = True
+    #: Line order of the text (``Config.fact_order``): "time" or "relevance".
+    fact_order: str = "time"
     _text: str | None = field(default=None, repr=False)
 
     def fact(self, entry_id: str) -> Fact | None:

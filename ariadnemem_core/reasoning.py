@@ -471,7 +471,7 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
     for f in facts:
         f.superseded_by = newer.get(f.id)
     return EvidenceGraph(query=query, facts=facts, edges=edges, paths=paths, group_by_turn=cfg.group_by_turn,
-                         path_lines=cfg.path_lines)
+                         path_lines=cfg.path_lines, fact_order=cfg.fact_order)
 
 
 def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None, cut: bool = False) -> Fact:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .config import Config
 from .models import Entry, Scope
+from .periods import question_period
 from .store import Store
 from .text import query_entities
 
@@ -42,8 +43,10 @@ def fuse(
     qvec: np.ndarray,
     entities: list[str],
     config: Config,
+    period: tuple[float, float] | None = None,
 ) -> list[Candidate]:
-    """Union of both lists, scored and sorted (best first)."""
+    """Union of both lists, scored and sorted (best first); memories said within the
+    question's ``period`` (POSIX seconds) rank ``period_bonus`` higher."""
     cands: dict[str, Candidate] = {}
     for rank, (eid, sim) in enumerate(dense):
         if eid in entries:
@@ -68,6 +71,9 @@ def fuse(
             cand.score *= config.question_penalty
         if config.is_assistant(cand.entry.speaker):
             cand.score *= config.assistant_weight
+        ts = cand.entry.timestamp
+        if period is not None and ts is not None and period[0] <= ts.timestamp() < period[1]:
+            cand.score *= 1.0 + config.period_bonus
     return sorted(cands.values(), key=lambda c: -c.score)
 
 
@@ -84,7 +90,22 @@ def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, conf
         k_sem += config.k_sem_assistant
     hits = store.dense_search(scope, qvec[None, :], k_sem)
     dense = hits[0] if hits else []
+    period = question_period(query) if config.k_period else None
+    if period is not None:
+        dense = dense + _period_hits(store, scope, qvec, period, config.k_period, {i for i, _ in dense})
     lexical = store.lexical_search(scope, query, config.k_lex)
     entries = store.get([i for i, _ in dense] + [i for i, _ in lexical], scope.user_id, cached=True)
     entities = query_entities(query, known_persons)
-    return fuse(entries, dense, lexical, qvec, entities, config), entities
+    return fuse(entries, dense, lexical, qvec, entities, config, period), entities
+
+
+def _period_hits(store: Store, scope: Scope, qvec: np.ndarray, period: tuple[float, float], k: int,
+                 seen: set[str]) -> list[tuple[str, float]]:
+    """The ``k`` memories said within ``period`` most similar to the query, not already in
+    the dense list (a range scan on the time index, then one matrix product)."""
+    ids, _, mat = store.vectors_in_window(scope, period[0], period[1])
+    if not ids:
+        return []
+    sims = mat @ qvec
+    best = np.argsort(-sims, kind="stable")
+    return [(ids[i], float(sims[i])) for i in best if ids[i] not in seen][:k]

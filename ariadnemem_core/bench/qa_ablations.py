@@ -31,6 +31,10 @@ one part changed:
     speakers' own words ("Nate tried Nate's hand at ..." for "Nate: I tried my hand at
     ..."). The store must have been built by an extractor that keeps own words;
     otherwise the texts do not change.
+``relevance``
+    a second retrieval on the same store with ``Config.fact_order="relevance"``: the
+    message lines ordered by their best fact's score, each under its date, instead of
+    oldest first (the budget may keep a fact fewer for the extra date lines).
 ``flat``
     the same facts as a flat list in retrieval-score order (best first), each with its
     date, without date groups, markers or paths: what a reader gets from plain top-k
@@ -47,7 +51,7 @@ from typing import Any
 from ..config import Config
 from ..evidence import EvidenceGraph
 from ..models import Scope
-from ..serialize import HEADER, quote
+from ..serialize import RELEVANCE_HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
 #: Answered in this order, the context defaults first: a long run that stops early (see
@@ -58,6 +62,7 @@ QA_ABLATIONS = {
     "paths": "AriadneMem with path lines",
     "restated": "AriadneMem restated (w/o own words)",
     "flat": "AriadneMem facts as a flat list",
+    "relevance": "AriadneMem lines most relevant first",
     "bridges": "AriadneMem w/o bridges",
     "updates": "AriadneMem w/o update markers",
 }
@@ -87,7 +92,7 @@ class FlatFacts:
         self.fast_path = graph.fast_path
         self.stats = graph.stats
         ranked = sorted(self.facts, key=lambda f: -float(f.score))
-        lines = [HEADER.replace("oldest first", "most relevant first")]
+        lines = [RELEVANCE_HEADER]
         for f in ranked:
             day = f.timestamp.strftime("%Y-%m-%d") if f.timestamp else "undated"
             lines.append(f"[{f.label}] {day}: {quote(f.text)}")
@@ -125,12 +130,13 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         return FlatFacts(graph)
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=False, _text=None)
-    if name in ("bridges", "messages", "paths", "restated"):
+    if name in ("bridges", "messages", "paths", "restated", "relevance"):
         from ..reasoning import build_evidence_graph
 
         cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
                        else memory.config.replace(path_lines=True) if name == "paths"
                        else memory.config.replace(own_words=False) if name == "restated"
+                       else memory.config.replace(fact_order="relevance") if name == "relevance"
                        else memory.config.replace(message_context=0, group_by_turn=False))
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")

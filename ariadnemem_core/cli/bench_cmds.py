@@ -69,7 +69,7 @@ def locomo(
     qa_ablate: Annotated[list[str] | None, typer.Option(
         "--qa-ablate",
         help="QA variants answered by the same reader: "
-             "turns,messages,paths,restated,flat,bridges,updates or all.")] = None,
+             "turns,messages,paths,restated,flat,relevance,bridges,updates or all.")] = None,
     qa_cache: Annotated[Path | None, typer.Option(
         "--qa-cache", metavar="FILE",
         help="Answer cache (JSON lines): an unchanged prompt's answer is replayed, so a stopped run resumes.",
