@@ -19,6 +19,9 @@ from .periods import question_period
 from .store import Store
 from .text import query_entities
 
+#: Most memories a named period is scanned for (~30 MB of 384-d vectors, a few ms).
+MAX_PERIOD_SCAN = 20_000
+
 
 @dataclass(slots=True)
 class Candidate:
@@ -102,9 +105,11 @@ def hybrid_search(store: Store, scope: Scope, query: str, qvec: np.ndarray, conf
 def _period_hits(store: Store, scope: Scope, qvec: np.ndarray, period: tuple[float, float], k: int,
                  seen: set[str]) -> list[tuple[str, float]]:
     """The ``k`` memories said within ``period`` most similar to the query, not already in
-    the dense list (a range scan on the time index, then one matrix product)."""
-    ids, _, mat = store.vectors_in_window(scope, period[0], period[1])
-    if not ids:
+    the dense list (a range scan on the time index, then one matrix product). A period
+    holding more than :data:`MAX_PERIOD_SCAN` memories draws none: the scan would cost
+    more than the dense search it complements (the bonus still ranks them)."""
+    ids, _, mat = store.vectors_in_window(scope, period[0], period[1], limit=MAX_PERIOD_SCAN + 1)
+    if not ids or len(ids) > MAX_PERIOD_SCAN:
         return []
     sims = mat @ qvec
     best = np.argsort(-sims, kind="stable")

@@ -55,6 +55,21 @@ def test_a_named_period_brings_its_memories_into_the_graph_and_first(make_memory
     assert found["on"]["dec0"] == pytest.approx(found["drawn"]["dec0"])  # outside the period: unchanged
 
 
+def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
+    import ariadnemem_core.retrieval as retrieval
+
+    at = datetime(2023, 8, 10, tzinfo=UTC)
+    turns = [Turn("Tim", text, at, f"t{i}") for i, text in enumerate(
+        ["The piano is a new hobby of mine.", "I repaired the garden fence.", "We cooked a big paella."])]
+    mem = make_memory("crowded", Config(k_sem=1, k_lex=1, relevance_floor=0.0), hashing=True)
+    mem.add(turns, user_id="tim")
+    mem.flush()
+    question = "Which hobby did Tim pick up in August 2023?"
+    assert len(mem.retrieve(question, user_id="tim").facts) == 3  # period candidates join
+    monkeypatch.setattr(retrieval, "MAX_PERIOD_SCAN", 2)
+    assert len(mem.retrieve(question, user_id="tim").facts) < 3  # more than 2 in the period: not scanned
+
+
 def test_period_knobs_are_validated() -> None:
     from ariadnemem_core import ConfigError
 

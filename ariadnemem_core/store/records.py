@@ -523,14 +523,19 @@ class Records(Guarded):
         found = self.get(ids, scope.user_id, cached=True)
         return [found[i] for i in ids if i in found]
 
-    def vectors_in_window(self, scope: Scope, lo: float, hi: float) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi.
+    def vectors_in_window(self, scope: Scope, lo: float, hi: float,
+                          limit: int | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi
+        (at most ``limit`` of them, oldest first, when given).
 
         The time window is pushed into the index (a range scan on ``(user_id, ts)``), so a
         bridge query only ever scores memories that can lie between its two terminals.
         """
         sql, params = _scope_sql("SELECT id, ts, embedding FROM entries WHERE user_id = ? AND ts >= ? AND ts <= ?",
                                  [scope.user_id, lo, hi], scope)
+        if limit is not None:
+            sql += " ORDER BY ts LIMIT ?"
+            params.append(int(limit))
         rows = self._read(sql, params)
         if not rows:
             return [], np.zeros(0), np.zeros((0, self.dim), dtype=np.float32)
