@@ -19,7 +19,7 @@ from .periods import question_period
 from .store import Store
 from .text import query_entities
 
-#: Most memories a named period is scanned for (~30 MB of 384-d vectors, a few ms).
+#: Most memories a named period is scanned for (~30 MB of 384-d vectors read and scored).
 MAX_PERIOD_SCAN = 20_000
 
 
