@@ -46,6 +46,7 @@ Every variant keeps the injection-safe quoting of :mod:`ariadnemem_core.serializ
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
@@ -109,6 +110,16 @@ def without_update_markers(graph: EvidenceGraph) -> EvidenceGraph:
     return dataclasses.replace(graph, facts=facts, edges=edges, _text=None)
 
 
+#: Ablations that retrieve again from the same store, and the config they retrieve with.
+_RETRIEVE_AGAIN: dict[str, Callable[[Config], Config]] = {
+    "bridges": lambda c: c.ablate("bridges"),
+    "messages": lambda c: c.replace(message_context=0, group_by_turn=False),
+    "paths": lambda c: c.replace(path_lines=True),
+    "restated": lambda c: c.replace(own_words=False),
+    "relevance": lambda c: c.replace(fact_order="relevance"),
+}
+
+
 def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str, user_id: str) -> Any:
     """The context the ablation ``name`` hands to the reader for one question.
 
@@ -116,8 +127,8 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         name: one of :data:`QA_ABLATIONS`.
         graph: the full system's evidence graph of the question.
         memory: the :class:`~ariadnemem_core.AriadneMemory` it came from (``bridges``,
-            ``messages``, ``paths`` and ``restated`` retrieve again from its store with their
-            switch changed).
+            ``messages``, ``paths``, ``restated`` and ``relevance`` retrieve again from its
+            store with their switch changed).
         question: the question.
         user_id: whose memory.
 
@@ -130,13 +141,9 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
         return FlatFacts(graph)
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=False, _text=None)
-    if name in ("bridges", "messages", "paths", "restated", "relevance"):
+    if name in _RETRIEVE_AGAIN:
         from ..reasoning import build_evidence_graph
 
-        cfg: Config = (memory.config.ablate("bridges") if name == "bridges"
-                       else memory.config.replace(path_lines=True) if name == "paths"
-                       else memory.config.replace(own_words=False) if name == "restated"
-                       else memory.config.replace(fact_order="relevance") if name == "relevance"
-                       else memory.config.replace(message_context=0, group_by_turn=False))
+        cfg = _RETRIEVE_AGAIN[name](memory.config)
         return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
     raise ValueError(f"unknown QA ablation {name!r}")
