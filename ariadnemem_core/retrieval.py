@@ -108,9 +108,10 @@ def _period_hits(store: Store, scope: Scope, qvec: np.ndarray, period: tuple[flo
     the dense list (a range scan on the time index, then one matrix product). A period
     holding more than :data:`MAX_PERIOD_SCAN` memories draws none: the scan would cost
     more than the dense search it complements (the bonus still ranks them)."""
-    ids, _, mat = store.vectors_in_window(scope, period[0], period[1], limit=MAX_PERIOD_SCAN + 1)
+    ids, ts, mat = store.vectors_in_window(scope, period[0], period[1], limit=MAX_PERIOD_SCAN + 1)
     if not ids or len(ids) > MAX_PERIOD_SCAN:
         return []
     sims = mat @ qvec
     best = np.argsort(-sims, kind="stable")
-    return [(ids[i], float(sims[i])) for i in best if ids[i] not in seen][:k]
+    # The scan's window is closed; a period ends before its end (as the bonus in fuse reads it).
+    return [(ids[i], float(sims[i])) for i in best if ts[i] < period[1] and ids[i] not in seen][:k]

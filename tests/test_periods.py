@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from ariadnemem_core import Config, Turn
+from ariadnemem_core.models import Scope
 from ariadnemem_core.periods import question_period
+from ariadnemem_core.retrieval import _period_hits
 
 
 def _days(question: str) -> list[str] | None:
@@ -53,6 +55,20 @@ def test_a_named_period_brings_its_memories_into_the_graph_and_first(make_memory
     assert "aug" in found["drawn"]  # drawn from the period as a candidate
     assert found["on"]["aug"] == pytest.approx(1.5 * found["drawn"]["aug"])  # and ranked higher
     assert found["on"]["dec0"] == pytest.approx(found["drawn"]["dec0"])  # outside the period: unchanged
+
+
+def test_a_period_ends_before_the_first_moment_of_the_next(make_memory) -> None:
+    turns = [Turn("Tim", "The piano is a new hobby of mine.", datetime(2023, 8, 31, 23, 59, tzinfo=UTC), "aug"),
+             Turn("Tim", "The piano is my new hobby, said at midnight.", datetime(2023, 9, 1, tzinfo=UTC), "sep")]
+    mem = make_memory("edge", Config(k_sem=1, k_lex=1, relevance_floor=0.0), hashing=True)
+    mem.add(turns, user_id="tim")
+    mem.flush()
+    period = question_period("Which hobby did Tim pick up in August 2023?")
+    assert period is not None
+    qvec = mem.embedder.embed(["hobby"])[0]
+    # The period's own candidates, before fusion: the one said at midnight of September is not one.
+    hits = [i for i, _ in _period_hits(mem.store, Scope("tim"), qvec, period, 10, set())]
+    assert [mem.store.get(hits, "tim")[i].source_turn_ids for i in hits] == [["aug"]]
 
 
 def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
