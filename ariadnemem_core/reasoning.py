@@ -24,7 +24,7 @@ from .models import Entry, Scope
 from .retrieval import Candidate, hybrid_search
 from .serialize import date_line, fact_line
 from .store import Store
-from .text import STOPWORDS
+from .text import STOPWORDS, without_persons
 from .tokens import count_tokens
 
 #: Most newer states pulled in to show the latest value of kept facts.
@@ -75,11 +75,15 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
             return fast_graph
 
     t = time.perf_counter()
-    qvec = query_vector if query_vector is not None else embedder.embed([query])[0]
+    nameless = without_persons(query, known_persons) if cfg.nameless_query_weight else query
+    texts = ([] if query_vector is not None else [query]) + ([nameless] if nameless != query else [])
+    vectors = list(embedder.embed(texts)) if texts else []
+    qvec = query_vector if query_vector is not None else vectors.pop(0)
+    nameless_vec = vectors[0] if vectors else None
     timings["ms_embed"] = _ms(t)
 
     t = time.perf_counter()
-    cands, q_entities = hybrid_search(store, scope, query, qvec, cfg, known_persons)
+    cands, q_entities = hybrid_search(store, scope, query, qvec, cfg, known_persons, nameless_vec)
     # The relevance floor reads the match itself (cosine + BM25 bonus), before the
     # weights that rank candidates against each other (speaker role, entity, question).
     cands = [c for c in cands if scope.matches(c.entry)

@@ -399,3 +399,26 @@ def query_entities(query: str, known_persons: set[str]) -> list[str]:
         if words:
             found.append(" ".join(words).lower())
     return list(dict.fromkeys(found))
+
+
+def without_persons(query: str, persons: Iterable[str]) -> str:
+    """``query`` with the named ``persons`` (and their possessive "'s") taken out.
+
+    What the question asks about, without whom: a sentence embedding of a short question
+    is dominated by a name it shares with a memory, whatever the memory says (see
+    ``Config.nameless_query_weight``).
+
+    Args:
+        query: the question as asked.
+        persons: lowercased person names (the user's known persons).
+
+    Returns:
+        The question without those names, whitespace collapsed; ``query`` itself when it
+        names none of them.
+    """
+    out = query
+    for person in persons:
+        if len(person) > 1:
+            out = re.sub(rf"\b{re.escape(person)}(?:['’]s)?\b", " ", out, flags=re.IGNORECASE)
+    return out if out == query else " ".join(out.split())
+
