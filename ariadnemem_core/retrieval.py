@@ -3,9 +3,10 @@
 Small separate functions, fused at the end: dense top-k_sem (chromadb, the user's
 partition) union lexical top-k_lex (SQLite FTS5 BM25), every candidate scored by its
 cosine to the query (blended with its cosine to the question without the persons it
-names, ``Config.nameless_query_weight``) plus a normalized BM25 bonus, then downweighted when it lacks every
-entity the query names (a question about Caroline should not be answered from a fact that
-never mentions her), and downweighted when they only ask a question.
+names, ``Config.nameless_query_weight``) plus a normalized BM25 bonus, then downweighted
+when it lacks every entity the query names (a question about Caroline should not be
+answered from a fact that never mentions her), and downweighted when it only asks a
+question.
 """
 
 from __future__ import annotations
