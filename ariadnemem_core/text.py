@@ -406,7 +406,11 @@ def without_persons(query: str, persons: Iterable[str]) -> str:
 
     What the question asks about, without whom: a sentence embedding of a short question
     is dominated by a name it shares with a memory, whatever the memory says (see
-    ``Config.nameless_query_weight``).
+    ``Config.nameless_query_weight``). Only a name the question writes as one is taken
+    out: capitalized and not part of a hyphenated word, because the known persons of an
+    assistant conversation also hold the speaker role ("user") and words the rule
+    extractor took for names ("Flask" in "Flask-Login"), which are what such a question
+    asks about.
 
     Args:
         query: the question as asked.
@@ -419,6 +423,6 @@ def without_persons(query: str, persons: Iterable[str]) -> str:
     out = query
     for person in persons:
         if len(person) > 1:
-            out = re.sub(rf"\b{re.escape(person)}(?:['’]s)?\b", " ", out, flags=re.IGNORECASE)
+            out = re.sub(rf"(?<![\w-]){re.escape(person)}(?:['’]s)?(?![\w-])",
+                         lambda m: " " if m.group(0)[0].isupper() else m.group(0), out, flags=re.IGNORECASE)
     return out if out == query else " ".join(out.split())
-
