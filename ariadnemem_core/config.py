@@ -287,7 +287,8 @@ class Config:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
         for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
-                     "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped"):
+                     "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped",
+                     "nameless_query_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
@@ -309,8 +310,6 @@ class Config:
             raise ConfigError("min_nodes must not exceed max_nodes")
         if not 0 <= self.bridge_min_gap_s <= self.bridge_max_gap_s:
             raise ConfigError("need 0 <= bridge_min_gap_s <= bridge_max_gap_s")
-        if not 0.0 <= self.nameless_query_weight <= 1.0:
-            raise ConfigError(f"nameless_query_weight must be in [0, 1], got {self.nameless_query_weight!r}")
         if self.k_period < 0 or self.period_bonus < 0:
             raise ConfigError("need k_period >= 0 and period_bonus >= 0")
         if self.fact_order not in FACT_ORDERS:
