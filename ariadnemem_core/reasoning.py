@@ -54,7 +54,8 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
 
     Args:
         store: the memory's store (records, lexical and dense indexes).
-        embedder: embeds the query when ``query_vector`` is not given.
+        embedder: embeds the query when ``query_vector`` is not given, and the query
+            without the persons it names (``Config.nameless_query_weight``), in one call.
         config: retrieval, graph and budget parameters.
         query: the (already validated) question.
         scope: whose memories may be used; nothing outside it is ever read into the graph.
