@@ -418,11 +418,12 @@ def without_persons(query: str, persons: Iterable[str]) -> str:
 
     Returns:
         The question without those names, whitespace collapsed; ``query`` itself when it
-        names none of them.
+        names none of them or nothing but them.
     """
     out = query
     for person in persons:
         if len(person) > 1:
             out = re.sub(rf"(?<![\w-]){re.escape(person)}(?:['’]s)?(?![\w-])",
                          lambda m: " " if m.group(0)[0].isupper() else m.group(0), out, flags=re.IGNORECASE)
-    return out if out == query else " ".join(out.split())
+    # A question that is only a name ("Caroline?") keeps it: nothing else to search for.
+    return " ".join(out.split()) if out != query and re.search(r"\w", out) else query

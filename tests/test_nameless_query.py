@@ -20,6 +20,7 @@ T0 = datetime(2023, 5, 1, 18, tzinfo=UTC)
     ("What do both JOANNA and Nate appreciate?", "What do both and appreciate?"),
     ("What did Timothy read?", "What did Timothy read?"),  # another name that starts like one
     ("How are you?", "How are you?"),
+    ("Tim?", "Tim?"),  # nothing but a name: nothing else to search for
     # Only a name written as one: not a role word or a lowercased word, not part of a
     # hyphenated name ("user", "flask" are known persons of an assistant conversation).
     ("How did the user feedback change the UI?", "How did the user feedback change the UI?"),
