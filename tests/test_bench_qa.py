@@ -323,7 +323,7 @@ def test_ablated_contexts_change_only_their_part() -> None:
     full = graph.to_text()
     assert "PATHS:" in full and "(superseded by F2)" in full and "(latest)" in full
 
-    hidden = dataclasses.replace(graph, path_lines=False, _text=None)  # Config.path_lines off
+    hidden = dataclasses.replace(graph, path_lines=False)  # Config.path_lines off
     assert hidden.to_text() == full.split("\nPATHS:")[0] and hidden.paths == graph.paths
     no_marks = without_update_markers(graph)
     text = no_marks.to_text()
