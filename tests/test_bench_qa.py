@@ -265,7 +265,7 @@ def test_qa_partial_failures_are_counted_and_reasked(tmp_path: Path, server: Fak
 
 # ------------------------------------------------------------------ intervals and ablations
 def test_stratified_bootstrap_intervals() -> None:
-    from ariadnemem_core.bench.qa import stratified_bootstrap
+    from ariadnemem_core.bench.metrics import stratified_bootstrap
 
     const = stratified_bootstrap({"1": [0.5] * 10, "2": [1.0] * 30})
     assert const["1"] == (0.5, 0.5) and const["2"] == (1.0, 1.0)

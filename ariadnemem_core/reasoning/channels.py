@@ -13,6 +13,8 @@ of search is one more function here and one more ``Config`` entry.
 * ``lexical``: the ``k_lex`` best BM25 matches (SQLite FTS5).
 * ``period``: the ``k_period`` memories said within the day or month the question names
   that are most similar to it (``periods.py``).
+* ``messages``: the ``k_messages`` best whole messages, as a flat search over the log
+  would rank them, each through its entry most similar to the question.
 """
 
 from __future__ import annotations
@@ -76,8 +78,42 @@ def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[H
     return [(ids[i], float(sims[i])) for i in best if ts[i] < end and ids[i] not in seen][: config.k_period]
 
 
-#: The channels, in the order fusion reads them: cosine channels first, then lexical.
-CHANNELS: dict[str, Channel] = {"dense": dense, "period": period, "lexical": lexical}
+def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
+    """The ``k_messages`` messages that match the question best as whole messages, each
+    as ``(its entry most similar to the question, the message's match)``.
+
+    A message matches as a flat hybrid search over the log would score it: the cosine of
+    its mean entry vector (blended with the nameless question's, as for entries) plus
+    ``lexical_weight`` x its max-normalised BM25 over the message's words.
+    """
+    if not config.k_messages:
+        return []
+    turn_ids, entry_ids, mat = store.message_index(q.scope)
+    if not turn_ids:
+        return []
+    sims = mat @ q.vector
+    if q.nameless_vector is not None:
+        w = config.nameless_query_weight
+        sims = (1.0 - w) * sims + w * (mat @ q.nameless_vector)
+    lex = dict(store.message_lexical(q.scope, q.text, config.k_messages))
+    top_lex = max(lex.values(), default=0.0) or 1.0
+    k = min(config.k_messages, len(turn_ids))
+    rows = set(np.argpartition(-sims, k - 1)[:k].tolist()) | {i for i, t in enumerate(turn_ids) if t in lex}
+    match = {i: float(sims[i]) + config.lexical_weight * lex.get(turn_ids[i], 0.0) / top_lex for i in rows}
+    best = sorted(match, key=lambda i: (-match[i], i))[: config.k_messages]
+    members = store.get({e for i in best for e in entry_ids[i]}, q.scope.user_id, cached=True)
+    hits: list[Hit] = []
+    for i in best:
+        own = [members[e] for e in entry_ids[i] if e in members and members[e].embedding is not None]
+        if own:
+            rep = max(own, key=lambda e: float(e.vector @ q.vector))
+            hits.append((rep.id, match[i]))
+    return hits
+
+
+#: The channels, in the order fusion reads them: cosine channels first, then lexical,
+#: then whole messages.
+CHANNELS: dict[str, Channel] = {"dense": dense, "period": period, "lexical": lexical, "messages": messages}
 
 
 def draw(store: Store, q: Question, config: Config) -> dict[str, list[Hit]]:

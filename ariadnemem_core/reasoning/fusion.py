@@ -2,7 +2,8 @@
 
 Every candidate is scored by how well it matches, its cosine to the question (blended
 with its cosine to the question without the persons it names, ``nameless_query_weight``)
-plus a normalised BM25 bonus (``lexical_weight``), then by the weights that rank matches
+plus a normalised BM25 bonus (``lexical_weight``), or, when higher, how well the whole
+message it stands for matched (the message channel), then by the weights that rank matches
 against each other, each a small function of its own (:data:`WEIGHTS`):
 
 * ``entity``: a memory that lacks every entity the question names (a question about
@@ -95,8 +96,17 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
             cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
         cand.lexical = bm25 / top_lex
         cand.channels.add("lexical")
+    for eid, match in drawn.get("messages", ()):
+        if eid not in entries:
+            continue
+        cand = cands.get(eid)
+        if cand is None:
+            sim = _cosine(entries[eid].embedding, q, config.nameless_query_weight)
+            cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
+        cand.message = max(cand.message, match)
+        cand.channels.add("messages")
     for cand in cands.values():
-        cand.score = cand.dense + config.lexical_weight * cand.lexical
+        cand.score = cand.match(config.lexical_weight)
         for weight in WEIGHTS.values():
             cand.score *= weight(cand, q, config)
     return sorted(cands.values(), key=lambda c: -c.score)

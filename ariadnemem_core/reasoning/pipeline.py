@@ -62,7 +62,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     # The relevance floor reads the match itself (cosine + BM25 bonus), before the
     # weights that rank candidates against each other (speaker role, entity, question).
     cands = [c for c in fusion.fuse(found, drawn, q, cfg) if scope.matches(c.entry)
-             and c.dense + cfg.lexical_weight * c.lexical >= cfg.relevance_floor]
+             and c.match(cfg.lexical_weight) >= cfg.relevance_floor]
     timings["ms_retrieve"] = _ms(t)
     if not cands:
         graph = EvidenceGraph(query=query)

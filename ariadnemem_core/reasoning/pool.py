@@ -29,6 +29,7 @@ class Candidate:
         role: "terminal" (retrieved), "bridge" or "update" (an older or newer state).
         dense: its cosine to the question (fusion; 0 for an expanded candidate).
         lexical: its BM25 score, normalised by the best of the question's hits.
+        message: how well the whole message it stands for matched (message channel).
         channels: the channels that drew it ("dense", "lexical", "period", ...).
     """
 
@@ -37,7 +38,14 @@ class Candidate:
     role: Role = "terminal"
     dense: float = 0.0
     lexical: float = 0.0
+    message: float = 0.0
     channels: set[str] = field(default_factory=set)
+
+    def match(self, lexical_weight: float) -> float:
+        """How well the memory itself matches (cosine + BM25 bonus), or the whole message
+        it stands for (``message``) when that matched better; before the weights that rank
+        candidates against each other."""
+        return max(self.dense + lexical_weight * self.lexical, self.message)
 
     @property
     def id(self) -> str:
