@@ -162,6 +162,11 @@ class Config:
     #: message matched. Why: whatever a flat search would show must be reachable by the
     #: memory, so the graph can only spend the same budget better.
     k_messages: int = 10
+    #: ADDITION: the message floor: the messages a flat hybrid search over the log would
+    #: show within ``token_budget`` are shown first, each through its fact most similar
+    #: to the question (so at most the tokens flat spends on it); the graph spends what is
+    #: left. Why: flat retrieval must be a floor the memory cannot fall below.
+    message_floor: bool = True
     #: Weight of the max-normalized BM25 score added to a candidate's cosine.
     lexical_weight: float = 0.15
     #: Score multiplier for candidates that contain none of the query's entities.

@@ -106,3 +106,24 @@ def test_k_messages_is_validated() -> None:
     with pytest.raises(ConfigError, match="k_messages"):
         Config(k_messages=-1)
     assert Config(k_messages=0).k_messages == 0
+
+
+def test_the_message_floor_shows_what_a_flat_search_would_show_first(make_memory) -> None:
+    from ariadnemem_core.reasoning import read_question
+    from ariadnemem_core.reasoning.channels import messages
+
+    topics = ["the garden", "my bike", "the new job", "our trip to Lisbon", "the piano", "my sister's wedding"]
+    turns = [Turn("Ann" if i % 2 else "Bo", f"Talking about {topics[i % 6]} again, part {i}: it went fine.",
+                  T0 + timedelta(hours=i), f"t{i}") for i in range(36)]
+    cfg = Config(token_budget=120)
+    mem = make_memory("floor", cfg, hashing=True)
+    mem.add(turns, user_id="u")
+    mem.flush()
+    question = "How did the trip to Lisbon go?"
+    q = read_question(question, Scope("u"), mem.store.known_persons("u"), mem.embedder, cfg)
+    hits = messages(mem.store, q, cfg, {})
+    pinned = sorted((h for h in hits if h.pin is not None), key=lambda h: h.pin)
+    assert pinned and [h.pin for h in pinned] == list(range(len(pinned)))
+    shown = {f.id for f in mem.retrieve(question, user_id="u").facts}
+    assert {h.entry_id for h in pinned} <= shown  # the floor is shown, whatever the graph adds
+    assert not any(h.pin is not None for h in messages(mem.store, q, cfg.replace(message_floor=False), {}))

@@ -72,7 +72,7 @@ def test_the_nameless_question_draws_its_own_candidates(make_memory) -> None:
 
     def drawn(*vectors) -> list[str]:
         q = Question(question, Scope("u"), vectors[0], *vectors[1:], known_persons=frozenset(persons))
-        ids = [i for i, _ in draw(mem.store, q, mem.config)["dense"]]
+        ids = [h.entry_id for h in draw(mem.store, q, mem.config)["dense"]]
         return [t for e in mem.store.get(ids, "u").values() for t in e.source_turn_ids]
 
     assert drawn(qvec) == ["f0"]  # one dense candidate: the name's

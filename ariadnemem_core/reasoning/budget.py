@@ -9,7 +9,7 @@ entry is shown as a query-focused excerpt (``excerpt.py``).
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 
 from ..config import Config
 from ..evidence import EvidenceGraph, Fact, Role
@@ -83,7 +83,7 @@ class Shown(dict[str, str]):
 
 def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapping[str, list[str]],
          newer: Container[str], cfg: Config, shown: Shown,
-         long_turns: set[str] | frozenset[str] = frozenset()) -> list[str]:
+         long_turns: set[str] | frozenset[str] = frozenset(), pinned: Sequence[str] = ()) -> list[str]:
     """Nodes kept, best-scored first, within the token budget (hard) and the node budget
     (at most max_nodes). A node always comes with its newer states (so a stale fact is
     never shown alone). Paths are kept afterwards only if all their nodes made it: giving
@@ -93,7 +93,11 @@ def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapp
     Two passes: first the best-scored node of each source turn, then the rest. A second
     sentence of a turn already shown adds little that the first did not (same speaker,
     same moment); a new turn adds a new piece of evidence. The messages of the
-    ``message_context`` best nodes are the exception: shown whole, unless too long."""
+    ``message_context`` best nodes are the exception: shown whole, unless too long.
+
+    Before both passes come the ``pinned`` nodes, in their order: the message floor, what
+    a flat search over the log would show in the same budget, each message through one of
+    its facts (so at most the tokens flat spends on it)."""
     costs: dict[str, int] = {}
 
     def cost(i: str) -> int:
@@ -139,7 +143,7 @@ def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapp
         turns = set(entries[i].source_turn_ids)
         (second if turns and turns <= seen_turns and not turns & whole else first).append(i)
         seen_turns |= turns
-    for i in first + second:
+    for i in [*pinned, *first, *second]:
         if i not in kept and not take(i) and len(kept) >= cfg.max_nodes:
             break
         if cfg.token_budget is not None and cfg.token_budget - used < MIN_FACT_TOKENS:

@@ -20,15 +20,27 @@ of search is one more function here and one more ``Config`` entry.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from ..config import Config
+from ..models import Entry
+from ..serialize import overhead_cost
 from ..store import Store
+from ..tokens import count_tokens
 from .query import Question
 
-#: ``(entry id, raw score)``: a cosine for the dense channels, a BM25 score for lexical.
-Hit = tuple[str, float]
+
+class Hit(NamedTuple):
+    """One memory a channel drew."""
+
+    #: The entry.
+    entry_id: str
+    #: A cosine for the dense channels, a BM25 score for lexical, a message's match.
+    score: float
+    #: Its position among the memories the budget must show first (the message floor).
+    pin: int | None = None
 Channel = Callable[[Store, Question, Config, Mapping[str, list[Hit]]], list[Hit]]
 
 #: Most memories a named period is scanned for (~30 MB of 384-d vectors read and scored).
@@ -51,12 +63,12 @@ def dense(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hi
     if len(hits) > 1:
         seen = {i for i, _ in found}
         found = found + [(i, s) for i, s in hits[1] if i not in seen]
-    return found
+    return [Hit(i, s) for i, s in found]
 
 
 def lexical(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
     """The best BM25 matches of the question's words."""
-    return store.lexical_search(q.scope, q.text, config.k_lex)
+    return [Hit(i, s) for i, s in store.lexical_search(q.scope, q.text, config.k_lex)]
 
 
 def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
@@ -71,20 +83,32 @@ def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[H
     ids, ts, mat = store.vectors_in_window(q.scope, start, end, limit=MAX_PERIOD_SCAN + 1)
     if not ids or len(ids) > MAX_PERIOD_SCAN:
         return []
-    seen = {i for i, _ in drawn.get("dense", ())}
+    seen = {h.entry_id for h in drawn.get("dense", ())}
     sims = mat @ q.vector
     best = np.argsort(-sims, kind="stable")
     # The scan's window is closed; a period ends before its end (as the bonus reads it).
-    return [(ids[i], float(sims[i])) for i in best if ts[i] < end and ids[i] not in seen][: config.k_period]
+    return [Hit(ids[i], float(sims[i])) for i in best if ts[i] < end and ids[i] not in seen][: config.k_period]
+
+
+#: Depth of each of the message channel's two rankings fed into its rank fusion (as the
+#: flat hybrid baseline: reciprocal-rank fusion of the top 50 by cosine and by BM25).
+MESSAGE_POOL = 50
+#: Reciprocal-rank fusion constant (Cormack et al. 2009; the flat baseline's).
+K_RRF = 60
 
 
 def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
-    """The ``k_messages`` messages that match the question best as whole messages, each
-    as ``(its entry most similar to the question, the message's match)``.
+    """Whole messages, each as ``(its entry most similar to the question, the message's
+    match)``: the ``k_messages`` best by match, and (``message_floor``) every message a
+    flat hybrid search over the log would show within the token budget, pinned in its
+    order (``Hit.pin``) so the budget shows them first.
 
-    A message matches as a flat hybrid search over the log would score it: the cosine of
-    its mean entry vector (blended with the nameless question's, as for entries) plus
-    ``lexical_weight`` x its max-normalised BM25 over the message's words.
+    A message matches as a flat search would score it: the cosine of its mean entry
+    vector (blended with the nameless question's, as for entries) plus ``lexical_weight`` x
+    its max-normalised BM25 over the message's words. The flat order is the flat hybrid
+    baseline's: reciprocal-rank fusion of the best :data:`MESSAGE_POOL` by cosine and by
+    BM25, filled greedily with whole messages (at flat's cost, ``[day] Speaker: text``)
+    into the room the budget leaves beside the text's header.
     """
     if not config.k_messages:
         return []
@@ -95,20 +119,59 @@ def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list
     if q.nameless_vector is not None:
         w = config.nameless_query_weight
         sims = (1.0 - w) * sims + w * (mat @ q.nameless_vector)
-    lex = dict(store.message_lexical(q.scope, q.text, config.k_messages))
+    row_of: dict[str, int] = {}
+    for i, t in enumerate(turn_ids):
+        row_of.setdefault(t, i)
+    lex_hits = store.message_lexical(q.scope, q.text, max(MESSAGE_POOL, config.k_messages))
+    lex = {row_of[t]: score for t, score in lex_hits if t in row_of}
     top_lex = max(lex.values(), default=0.0) or 1.0
-    k = min(config.k_messages, len(turn_ids))
-    rows = set(np.argpartition(-sims, k - 1)[:k].tolist()) | {i for i, t in enumerate(turn_ids) if t in lex}
-    match = {i: float(sims[i]) + config.lexical_weight * lex.get(turn_ids[i], 0.0) / top_lex for i in rows}
+    k = min(max(MESSAGE_POOL, config.k_messages), len(turn_ids))
+    dense_rows = sorted(np.argpartition(-sims, k - 1)[:k].tolist(), key=lambda i: (-sims[i], i))
+    match = {i: float(sims[i]) + config.lexical_weight * lex.get(i, 0.0) / top_lex for i in {*dense_rows, *lex}}
     best = sorted(match, key=lambda i: (-match[i], i))[: config.k_messages]
-    members = store.get({e for i in best for e in entry_ids[i]}, q.scope.user_id, cached=True)
+    flat = _rrf([dense_rows[:MESSAGE_POOL], list(lex)[:MESSAGE_POOL]]) if config.message_floor else []
+    members = store.get({e for i in {*best, *flat} for e in entry_ids[i]}, q.scope.user_id, cached=True)
+
+    def own(i: int) -> list[Entry]:
+        return [members[e] for e in entry_ids[i] if e in members and members[e].embedding is not None]
+
+    pins: dict[int, int] = {}
+    # Flat's fill of the room the graph's text has (the budget less its header).
+    room = config.token_budget - overhead_cost() if config.token_budget is not None else 0
+    used = 0
+    for i in flat:
+        cost = _flat_cost(own(i))
+        if own(i) and used + cost <= room:
+            pins[i] = len(pins)
+            used += cost
     hits: list[Hit] = []
-    for i in best:
-        own = [members[e] for e in entry_ids[i] if e in members and members[e].embedding is not None]
-        if own:
-            rep = max(own, key=lambda e: float(e.vector @ q.vector))
-            hits.append((rep.id, match[i]))
+    for i in dict.fromkeys([*pins, *best]):
+        group = own(i)
+        if group:
+            rep = max(group, key=lambda e: float(e.vector @ q.vector))
+            hits.append(Hit(rep.id, match.get(i, float(sims[i])), pins.get(i)))
     return hits
+
+
+def _flat_cost(message: list[Entry]) -> int:
+    """What a flat search pays to show a message: its line ``[day] Speaker: text``."""
+    if not message:
+        return 0
+    first = message[0]
+    day = first.timestamp.strftime("%Y-%m-%d") if first.timestamp else "????-??-??"
+    words = " ".join(str(e.metadata.get("said") or e.text) for e in message)
+    return count_tokens(f"[{day}] {first.speaker or ''}: {words}")
+
+
+def _rrf(rankings: list[list[int]]) -> list[int]:
+    """Reciprocal-rank fusion of rankings (rank from 1); ties by best single rank."""
+    score: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking, start=1):
+            score[row] = score.get(row, 0.0) + 1.0 / (K_RRF + rank)
+            best[row] = min(best.get(row, rank), rank)
+    return sorted(score, key=lambda r: (-score[r], best[r], r))
 
 
 #: The channels, in the order fusion reads them: cosine channels first, then lexical,

@@ -78,16 +78,16 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
         The candidates, best first.
     """
     cosine = [h for name in COSINE_CHANNELS for h in drawn.get(name, ())]
-    source = {eid: name for name in reversed(COSINE_CHANNELS) for eid, _ in drawn.get(name, ())}
+    source = {h.entry_id: name for name in reversed(COSINE_CHANNELS) for h in drawn.get(name, ())}
     if q.nameless_vector is not None:
         cosine = _blend(entries, cosine, q, config.nameless_query_weight)
     cands: dict[str, Candidate] = {}
-    for eid, sim in cosine:
+    for eid, sim, _ in cosine:
         if eid in entries:
             cands[eid] = Candidate(entries[eid], sim, dense=sim, channels={source[eid]})
     lexical = drawn.get("lexical", [])
-    top_lex = max((s for _, s in lexical), default=0.0) or 1.0
-    for eid, bm25 in lexical:
+    top_lex = max((h.score for h in lexical), default=0.0) or 1.0
+    for eid, bm25, _ in lexical:
         if eid not in entries:
             continue
         cand = cands.get(eid)
@@ -96,14 +96,16 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
             cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
         cand.lexical = bm25 / top_lex
         cand.channels.add("lexical")
-    for eid, match in drawn.get("messages", ()):
-        if eid not in entries:
+    for hit in drawn.get("messages", ()):
+        if hit.entry_id not in entries:
             continue
-        cand = cands.get(eid)
+        cand = cands.get(hit.entry_id)
         if cand is None:
-            sim = _cosine(entries[eid].embedding, q, config.nameless_query_weight)
-            cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
-        cand.message = max(cand.message, match)
+            sim = _cosine(entries[hit.entry_id].embedding, q, config.nameless_query_weight)
+            cand = cands[hit.entry_id] = Candidate(entries[hit.entry_id], sim, dense=sim)
+        cand.message = max(cand.message, hit.score)
+        if hit.pin is not None:
+            cand.pin = hit.pin if cand.pin is None else min(cand.pin, hit.pin)
         cand.channels.add("messages")
     for cand in cands.values():
         cand.score = cand.match(config.lexical_weight)
@@ -125,5 +127,5 @@ def _cosine(emb: np.ndarray | None, q: Question, weight: float) -> float:
 
 def _blend(entries: Mapping[str, Entry], hits: list[Hit], q: Question, weight: float) -> list[Hit]:
     """The cosine hits re-scored with :func:`_cosine`, best first."""
-    scored = [(i, _cosine(entries[i].embedding, q, weight)) for i, _ in hits if i in entries]
-    return sorted(scored, key=lambda x: -x[1])
+    scored = [Hit(h.entry_id, _cosine(entries[h.entry_id].embedding, q, weight)) for h in hits if h.entry_id in entries]
+    return sorted(scored, key=lambda h: -h.score)

@@ -58,11 +58,12 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
 
     t = time.perf_counter()
     drawn = channels.draw(store, q, cfg)
-    found = store.get([i for hits in drawn.values() for i, _ in hits], scope.user_id, cached=True)
+    found = store.get([h.entry_id for hits in drawn.values() for h in hits], scope.user_id, cached=True)
     # The relevance floor reads the match itself (cosine + BM25 bonus), before the
     # weights that rank candidates against each other (speaker role, entity, question).
+    # The message floor is exempt: a flat search would show it, whatever its score.
     cands = [c for c in fusion.fuse(found, drawn, q, cfg) if scope.matches(c.entry)
-             and c.match(cfg.lexical_weight) >= cfg.relevance_floor]
+             and (c.match(cfg.lexical_weight) >= cfg.relevance_floor or c.pin is not None)]
     timings["ms_retrieve"] = _ms(t)
     if not cands:
         graph = EvidenceGraph(query=query)
@@ -106,7 +107,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     newer, chains = expansion.add_states(store, scope, pool, stored_updates)
     entries, scores = pool.entries(), pool.scores()
     shown = budget.Shown(q.terms, entries, cfg)
-    keep = budget.keep(entries, scores, chains, newer, cfg, shown, long_turns)
+    keep = budget.keep(entries, scores, chains, newer, cfg, shown, long_turns, pool.pinned())
     for node in list(keep):
         for end in budget.unit(node, chains, entries, newer)[1:]:
             if end in keep and end not in chains.get(node, ()):

@@ -30,6 +30,8 @@ class Candidate:
         dense: its cosine to the question (fusion; 0 for an expanded candidate).
         lexical: its BM25 score, normalised by the best of the question's hits.
         message: how well the whole message it stands for matched (message channel).
+        pin: its place among the memories the budget shows first (the message floor:
+            what a flat search over the log would show), or None.
         channels: the channels that drew it ("dense", "lexical", "period", ...).
     """
 
@@ -39,6 +41,7 @@ class Candidate:
     dense: float = 0.0
     lexical: float = 0.0
     message: float = 0.0
+    pin: int | None = None
     channels: set[str] = field(default_factory=set)
 
     def match(self, lexical_weight: float) -> float:
@@ -88,6 +91,11 @@ class Pool:
 
     def roles(self) -> dict[str, str]:
         return {i: c.role for i, c in self._cands.items()}
+
+    def pinned(self) -> list[str]:
+        """The pinned candidates, in pin order."""
+        pins = [(c.pin, i) for i, c in self._cands.items() if c.pin is not None]
+        return [i for _, i in sorted(pins)]
 
     def add(self, entry: Entry, score: float, role: Role) -> bool:
         """Add a memory not yet in the pool; returns whether it was new (a memory already
