@@ -162,11 +162,12 @@ class Config:
     #: message matched. Why: whatever a flat search would show must be reachable by the
     #: memory, so the graph can only spend the same budget better.
     k_messages: int = 10
-    #: ADDITION: the message floor: the messages a flat hybrid search over the log would
-    #: show within ``token_budget`` are shown first, each through its fact most similar
-    #: to the question (so at most the tokens flat spends on it); the graph spends what is
-    #: left. Why: flat retrieval must be a floor the memory cannot fall below.
-    message_floor: bool = True
+    #: ADDITION: the message floor, as a share of the token budget (0: off): the messages a
+    #: flat hybrid search over the log would show in that share are shown first, each
+    #: through its fact most similar to the question (so at most the tokens flat spends
+    #: on it); the graph spends what is left. Why: flat retrieval must be a floor the
+    #: memory cannot fall below.
+    message_floor: float = 1.0
     #: Weight of the max-normalized BM25 score added to a candidate's cosine.
     lexical_weight: float = 0.15
     #: Score multiplier for candidates that contain none of the query's entities.
@@ -304,7 +305,7 @@ class Config:
     def __post_init__(self) -> None:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
-        for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
+        for name in ("message_floor", "lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
                      "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped",
                      "nameless_query_weight"):
             value = getattr(self, name)

@@ -126,4 +126,4 @@ def test_the_message_floor_shows_what_a_flat_search_would_show_first(make_memory
     assert pinned and [h.pin for h in pinned] == list(range(len(pinned)))
     shown = {f.id for f in mem.retrieve(question, user_id="u").facts}
     assert {h.entry_id for h in pinned} <= shown  # the floor is shown, whatever the graph adds
-    assert not any(h.pin is not None for h in messages(mem.store, q, cfg.replace(message_floor=False), {}))
+    assert not any(h.pin is not None for h in messages(mem.store, q, cfg.replace(message_floor=0.0), {}))

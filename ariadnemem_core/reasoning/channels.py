@@ -129,7 +129,7 @@ def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list
     dense_rows = sorted(np.argpartition(-sims, k - 1)[:k].tolist(), key=lambda i: (-sims[i], i))
     match = {i: float(sims[i]) + config.lexical_weight * lex.get(i, 0.0) / top_lex for i in {*dense_rows, *lex}}
     best = sorted(match, key=lambda i: (-match[i], i))[: config.k_messages]
-    flat = _rrf([dense_rows[:MESSAGE_POOL], list(lex)[:MESSAGE_POOL]]) if config.message_floor else []
+    flat = _rrf([dense_rows[:MESSAGE_POOL], list(lex)[:MESSAGE_POOL]]) if config.message_floor > 0 else []
     members = store.get({e for i in {*best, *flat} for e in entry_ids[i]}, q.scope.user_id, cached=True)
 
     def own(i: int) -> list[Entry]:
@@ -137,7 +137,7 @@ def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list
 
     pins: dict[int, int] = {}
     # Flat's fill of the room the graph's text has (the budget less its header).
-    room = config.token_budget - overhead_cost() if config.token_budget is not None else 0
+    room = (config.token_budget - overhead_cost()) * config.message_floor if config.token_budget is not None else 0
     used = 0
     for i in flat:
         cost = _flat_cost(own(i))
