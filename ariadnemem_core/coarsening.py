@@ -604,7 +604,43 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
                     r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to)\b", re.I)
-_CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
+#: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
+_CLAUSE = re.compile(r"(?:,(?!\d)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
+
+
+#: Words that measure a value rather than say what it is of: "50 minutes", "82 kg", "$35 a
+#: month", "$4,000 per person". Two values in the same unit are not values of one attribute
+#: ("the budget is $4,000 per person" / "the flights came to $1,180 per person").
+_UNITS = frozenset(stem(w) for w in (
+    "second seconds minute minutes min mins hour hours hr hrs day days week weeks month months year years "
+    "night nights time times percent pct kg kgs kilo kilos kilogram kilograms g gram grams lb lbs pound pounds "
+    "oz ounce ounces km kms kilometer kilometers kilometre kilometres mile miles m meter meters metre metres "
+    "cm mm ft foot feet inch inches l liter liters litre litres ml gallon gallons dollar dollars euro euros "
+    "buck bucks cent cents usd eur gbp k person people head each piece pieces unit units way ways").split())
+#: A rate or distribution after a value: "per person", "a month", "each way", "every week".
+_RATE = re.compile(r"\bper\s+([a-z]+)|(?<=\d)\s*(?:[a-z]+\s+)?(?:a|an|each|every)\s+([a-z]+)")
+
+
+@functools.lru_cache(maxsize=8192)
+def _attribute_of(text: str, kind: str | None, persons: tuple[str, ...], entities: tuple[str, ...],
+                  location: str | None) -> frozenset[str]:
+    """What the values of ``kind`` in ``text`` are *of*: the slot words of the clauses holding
+    such a value or no value at all (a lead-in: "Small change for book club: we start at 6:30
+    now"), without units and rates ("Our total budget is $4,000 per person": total, budget;
+    "The flights came to $1,180 each": flight, came). A clause holding only other values is
+    about something else ("the Austin heat got to me" beside "living in Portland").
+    ``kind`` None: every clause (what the whole statement is about)."""
+    out: set[str] = set()
+    for clause in _CLAUSE.split(text):
+        p = _profile_of(clause, None, persons, entities, location)
+        if kind is None or kind in p.values or not p.values:
+            rates = {stem(w) for m in _RATE.findall(clause) for w in m if w}
+            out |= p.slots - _UNITS - rates
+    return frozenset(out)
+
+
+def _attribute(entry: Entry, kind: str | None) -> frozenset[str]:
+    return _attribute_of(_statement(entry), kind, tuple(entry.persons), tuple(entry.entities), entry.location)
 
 
 def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[str]]:
@@ -703,6 +739,14 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         return None
     if not shared:
         return _unshared_change(pa, pb, around, changed, own_strong, names)
+    # A value of another attribute never supersedes: the slot words the two statements share
+    # must be what the changed value is *of*, not its unit or the rest of a long sentence
+    # ("the budget is $4,000 per person" / "the flights came to $1,180 per person" share
+    # "person" only as a rate). A change verb governing the new value names its object
+    # ("the first sprint got moved to March 31"): the old statement need only be about it.
+    shared = shared & _attribute(old, None if own_strong else kind) & _attribute(new, kind)
+    if not shared and not retracted:
+        return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
@@ -761,12 +805,21 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: fr
 
 
 def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config,
-           around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> CoarsenDecision:
+           around: Surroundings | None = None, names: frozenset[str] = frozenset(),
+           superseded: frozenset[str] | set[str] = frozenset()) -> CoarsenDecision:
     """The paper's three cases against bounded candidates ``(entry, cosine)``.
 
     A duplicate anywhere among the similar candidates wins (MERGE); otherwise a candidate
     that ``new`` updates is LINKed (:func:`update_evidence`): one stating a single value of
     the changed type before one stating several, then the most similar.
+
+    One truth per fork: a candidate that already has a newer state (its ``superseded_by``,
+    or an id in ``superseded``: linked earlier in the same window) is never LINKed again. A
+    later statement updates the chain through its latest state, or not at all: "the budget
+    is $4,000" -> "cut the budget to $3,200" stands, and "the flights came to $1,180" is
+    compared with the $3,200, not with the $4,000 it would otherwise also replace. So every
+    entry has at most one successor, and ``history()``, ``entries()``' valid-until and the
+    evidence graph's markers name the same one.
     """
     if not config.enable_coarsening:
         return CoarsenDecision(Action.ADD)
@@ -786,7 +839,7 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
             return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)))
         return CoarsenDecision(Action.ADD)
     updated = [(c, s) for c, s in sorted(pool, key=lambda cs: -cs[1])
-               if update_evidence(c, new, s, config, around, names)]
+               if not c.superseded_by and c.id not in superseded and update_evidence(c, new, s, config, around, names)]
     if not updated:
         return CoarsenDecision(Action.ADD)
     # The statement of one value of the changed type is the better old state than one

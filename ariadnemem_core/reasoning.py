@@ -469,9 +469,12 @@ def _assemble(query: str, entries: dict[str, Entry], scores: dict[str, float], r
                    e.id in shown.cut) for n, e in enumerate(ordered, 1)]
     newer: dict[str, str] = {}
     for src, dst, kind in edges:
-        # Updated along two branches, a fact is marked as superseded by the newer one.
-        if kind == "update" and src in entries and dst in entries and (
-                src not in newer or paths_mod.order_key(entries[dst]) > paths_mod.order_key(entries[newer[src]])):
+        # Updated along two branches (a store written before forks were refused), a fact is
+        # superseded by the state the store names (``Entry.superseded_by``: the earliest), so
+        # the markers agree with entries() and history(); else by the earliest shown.
+        if kind == "update" and src in entries and dst in entries and newer.get(src) != entries[src].superseded_by \
+                and (src not in newer or dst == entries[src].superseded_by
+                     or paths_mod.order_key(entries[dst]) < paths_mod.order_key(entries[newer[src]])):
             newer[src] = dst
     for f in facts:
         f.superseded_by = newer.get(f.id)
