@@ -142,13 +142,13 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: typed value or a capitalised name); the rest say a change happened by themselves
 #: ("rescheduled", "no longer", "instead"). "Actually" is left out: it is mostly emphasis
 #: ("Nate actually won the tournament"), which made most false LINKs on LoCoMo dev.
-_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|"
+_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|hik(?:e|ed|ing)|"
                 r"lower(?:ed|ing)?|reduc(?:e|ed|ing)|increas(?:e|ed|ing)|extend(?:ed|ing)?|upgrad(?:e|ed|ing)|"
                 r"downgrad(?:e|ed|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|shift(?:ed|ing)?|"
                 r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
                 r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
                 r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
-_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till) "
+_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till|through) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
     r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
@@ -465,6 +465,17 @@ def _speakers_only(entry: Entry, subjects: frozenset[str]) -> bool:
     return bool(entry.speaker) and subjects <= {(entry.speaker or "").lower()}
 
 
+#: Size and position words pick one object of a kind ("the small pizza" / "the large pizza",
+#: "the first floor" / "the second floor"); they are too common to be slot words.
+_SIZE = re.compile(r"\b(small|medium|large|big|little|regular|mini|first|second|third|upper|lower|front|back)"
+                   r"\s+([a-z]+)")
+
+
+def _sized(text: str) -> dict[str, str]:
+    """Slot stem -> the size or position word before it."""
+    return {stem(noun): size for size, noun in _SIZE.findall(text) if noun not in STOPWORDS}
+
+
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
     """Why two entries can both be true (so neither updates the other), or None.
 
@@ -472,7 +483,7 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
       ("Quinn's husband works at Boeing" / "Quinn works at the library");
     * different objects of one kind: the shared slot noun has a different modifier or
       owner in each ("the blue jacket" / "the black jacket", "my birthday" / "Nadia's
-      birthday", "my flight" / "the return flight");
+      birthday", "my flight" / "the return flight", "the small pizza" / "the large pizza");
     * a habit and a one-off ("I usually run 5 km" / "today I ran 12 km"), or two dated
       episodes ("went climbing yesterday" / "tonight");
     * a document: markdown, code or a passage longer than a fact (an assistant's
@@ -506,6 +517,10 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         x, y = pa.after.get(slot), pb.after.get(slot)
         if x and y and x != y and x not in pb.slots and y not in pa.slots:
             return f"different {slot}: of {x} / of {y}"
+    sized_a, sized_b = _sized(_statement(old)), _sized(_statement(new))
+    for slot in set(sized_a) & set(sized_b):
+        if sized_a[slot] != sized_b[slot]:
+            return f"different {slot}: {sized_a[slot]} / {sized_b[slot]}"
     if (pa.habit and pb.episode and not pb.habit) or (pb.habit and pa.episode and not pa.habit):
         return "habit and one-off"
     if pa.episode and pb.episode:
@@ -587,6 +602,11 @@ class Surroundings:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
         return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
 
+    @functools.cached_property
+    def turn_ended(self) -> tuple[str, ...]:
+        """Clauses of the own turn with an ending word."""
+        return tuple(c for e in self._turn for c in _ended_clauses(_statement(e)))
+
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
                     around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> bool:
@@ -603,7 +623,9 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to)\b", re.I)
+                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|"
+                    r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
+                    r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b", re.I)
 #: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
 _CLAUSE = re.compile(r"(?:,(?!\d)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
 
@@ -721,7 +743,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
     # senior product manager now") or without a shared slot word; the turn before is too far.
     if not changed:
-        return _untyped_change(pa, pb, around, shared, similarity, config)
+        return _untyped_change(pa, pb, around, shared, similarity, config) or _given_up(old, new, around, names)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
@@ -738,7 +760,10 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         # the slides") is a plan of several things, not one replaced value.
         return None
     if not shared:
-        return _unshared_change(pa, pb, around, changed, own_strong, names)
+        # With no word in common only the own turn may name the old value as ended: the turn
+        # before is the statement's context, not part of it.
+        own_turn = bool(_retracted(pa, around.turn_ended + _ended_clauses(_statement(new)), changed))
+        return _unshared_change(pa, pb, around, changed, own_strong, names, own_turn)
     # A value of another attribute never supersedes: the slot words the two statements share
     # must be what the changed value is *of*, not its unit or the rest of a long sentence
     # ("the budget is $4,000 per person" / "the flights came to $1,180 per person" share
@@ -765,19 +790,55 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     return None
 
 
+#: Value types that name their attribute by themselves: a person has one phone number or
+#: email address in use, so a new one with a change cue replaces the old even when the two
+#: statements share no word. A date, an amount, a count or a name does not: "the conference
+#: is on April 18" / "I signed up for a workshop in April instead" are two events.
+_CONTACTS = frozenset({"phone", "email"})
+
+
 def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: list[str], own_strong: bool,
-                     names: frozenset[str]) -> str | None:
+                     names: frozenset[str], retracted: bool = False) -> str | None:
     """A changed value with nothing but its type in common ("my number is 555-0199" / "use
-    555-0733 from now on"): this very sentence must say that it changed, or its turn must,
-    naming the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
+    555-0733 from now on"): only a contact (:data:`_CONTACTS`) with a change cue, a "new"
+    on the old statement's slot ("my new number"), an old value the turn names as ended
+    ("The Hilton overbooked, so we switched to the Marriott"), or a turn whose change cue
+    names the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
     the cue and the slot word in one sentence, the value in the next)."""
     if len(changed) != 1:
         return None
-    if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
+    if bool(pb.new_slots & pa.slots) or (changed[0] in _CONTACTS and (own_strong or pb.weak)):
         return f"{changed[0]} changed, cue"
+    if changed[0] == "name" and (own_strong or pb.weak) and pa.subjects & pb.subjects:
+        # A named person's place, employer or school: "Sam started as a barista at Bean
+        # There" / "Sam is a junior developer at Finch Labs now". The person is what both
+        # statements are about, the name the value; a shared person as an object ("a meeting
+        # with Tom") or a shared month is no such link.
+        return "name changed, same subject, cue"
+    if retracted:
+        return f"{changed[0]} changed, retracted"
     if around.turn_strong and (pa.slots & around.turn_slots) - {stem(n) for n in names}:
         return f"{changed[0]} changed, cue and slot in the turn"
     return None
+
+
+def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str]) -> str | None:
+    """A replacement with no typed value: the new turn says something the old statement named
+    has ended ("I quit coffee", "I gave up on Todoist", "we dropped Spanish") and the new
+    statement fills the same attribute with something else ("... and drink green tea in the
+    mornings now"). What was given up must be a word of the old statement the new one only
+    names as ended; the attribute, a word both say outside the ending clause."""
+    statement = _statement(new)
+    ended = around.ended + _ended_clauses(statement)
+    if not ended:
+        return None
+    pa = _profile(old)
+    live = frozenset().union(*(_profile_of(c, None, tuple(new.persons), tuple(new.entities), new.location).slots
+                               for c in _CLAUSE.split(statement) if not _ENDED.search(c)))
+    gone_words = frozenset(stem(w) for c in ended for w in _WORD.findall(c))
+    gone = (pa.slots - live) & gone_words
+    same = (pa.slots & live) - {stem(n) for n in names}
+    return "state changed, given up" if gone and same and live - pa.slots else None
 
 
 def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],
