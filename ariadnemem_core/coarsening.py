@@ -129,7 +129,9 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"\b\d{1,2}(?:st|nd|rd|th) of\b|\b(?:" + _CALENDAR_ALT
                         + r")s?\b(?:\s+\d{1,2}\b)?(?:,?\s+\d{4}\b)?|\b(?:spring|summer|fall|autumn|winter) \d{4}\b|"
                           r"\(\d{4}\)")),
-    ("time", re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight)\b")),
+    ("time", re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight)\b|"
+                        # a bare hour after "at" ("Mondays at 11"), not a count or an address
+                        r"(?<=\bat )\d{1,2}\b(?![\d:]|[.,]\d|\s*(?:%|[a-z]))")),
     ("phone", re.compile(r"(?<![\w-])\+?\d[\d ()-]{5,}\d(?![\w-])")),
     ("money", re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?[km]\b)?|\b\d[\d,.]*\s?(?:k|dollars|euros|pounds|bucks|usd|eur)\b")),
     ("number", re.compile(r"#?\b\d+(?:[.,]\d+)*\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
@@ -252,6 +254,8 @@ _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s?([ap])?")
 def _normal(kind: str, value: str) -> str:
     """A value in a comparable form: "7:15 am" and "7:15" are one time, "7 pm" is 19:00."""
     value = re.sub(r"[\s,]+|\.$", "", value.lower())
+    if kind == "date" and value.endswith("s") and value[:-1] in _CALENDAR:
+        return value[:-1]  # "every Monday" and "Mondays" are one day
     if kind == "time" and (m := _CLOCK.match(value.replace(".", ""))):
         hour, minute = int(m.group(1)), int(m.group(2) or 0)
         if m.group(3) == "p" and hour < 12:
@@ -639,6 +643,10 @@ _UNITS = frozenset(stem(w) for w in (
     "oz ounce ounces km kms kilometer kilometers kilometre kilometres mile miles m meter meters metre metres "
     "cm mm ft foot feet inch inches l liter liters litre litres ml gallon gallons dollar dollars euro euros "
     "buck bucks cent cents usd eur gbp k person people head each piece pieces unit units way ways").split())
+#: Physical units: a quantity in one of them is one measure (a weight, a distance, a size).
+_MEASURES = frozenset(stem(w) for w in (
+    "kg kgs kilo kilos kilogram kilograms lb lbs km kms kilometer kilometers kilometre kilometres mile miles "
+    "cm mm inch inches ft feet meter meters metre metres liter liters litre litres gallon gallons").split())
 #: A rate or distribution after a value: "per person", "a month", "each way", "every week".
 _RATE = re.compile(r"\bper\s+([a-z]+)|(?<=\d)\s*(?:[a-z]+\s+)?(?:a|an|each|every)\s+([a-z]+)")
 
@@ -659,6 +667,11 @@ def _attribute_of(text: str, kind: str | None, persons: tuple[str, ...], entitie
             rates = {stem(w) for m in _RATE.findall(clause) for w in m if w}
             out |= p.slots - _UNITS - rates
     return frozenset(out)
+
+
+def _rates(entry: Entry) -> frozenset[str]:
+    """The rates an entry's values are given at ("a week", "per person")."""
+    return frozenset(stem(w) for m in _RATE.findall(_statement(entry)) for w in m if w)
 
 
 def _attribute(entry: Entry, kind: str | None) -> frozenset[str]:
@@ -769,8 +782,12 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     # ("the budget is $4,000 per person" / "the flights came to $1,180 per person" share
     # "person" only as a rate). A change verb governing the new value names its object
     # ("the first sprint got moved to March 31"): the old statement need only be about it.
+    # A physical unit is one attribute of one subject when the wording marks a change ("I
+    # weigh 82 kg" / "my weight is 78.5 kg now") at the same rate ("10 km a week" is not "a
+    # 12 km hike"); a rate, a duration or a currency alone is not.
+    measured = shared & _MEASURES if kind == "number" and cued and _rates(old) == _rates(new) else frozenset()
     shared = shared & _attribute(old, None if own_strong else kind) & _attribute(new, kind)
-    if not shared and not retracted:
+    if not shared and not retracted and not measured:
         return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
@@ -826,19 +843,23 @@ def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str
     """A replacement with no typed value: the new turn says something the old statement named
     has ended ("I quit coffee", "I gave up on Todoist", "we dropped Spanish") and the new
     statement fills the same attribute with something else ("... and drink green tea in the
-    mornings now"). What was given up must be a word of the old statement the new one only
-    names as ended; the attribute, a word both say outside the ending clause."""
-    statement = _statement(new)
-    ended = around.ended + _ended_clauses(statement)
+    mornings now"). What was given up must be a word the old statement says holds and the new
+    turn (not the turn before) only names as ended; the attribute, a word both say outside an
+    ending clause."""
+    ended = around.turn_ended + _ended_clauses(_statement(new))
     if not ended:
         return None
-    pa = _profile(old)
-    live = frozenset().union(*(_profile_of(c, None, tuple(new.persons), tuple(new.entities), new.location).slots
-                               for c in _CLAUSE.split(statement) if not _ENDED.search(c)))
+    held, live = _live_slots(old), _live_slots(new)
     gone_words = frozenset(stem(w) for c in ended for w in _WORD.findall(c))
-    gone = (pa.slots - live) & gone_words
-    same = (pa.slots & live) - {stem(n) for n in names}
-    return "state changed, given up" if gone and same and live - pa.slots else None
+    gone = (held - live) & gone_words
+    same = (held & live) - {stem(n) for n in names}
+    return "state changed, given up" if gone and same and live - held else None
+
+
+def _live_slots(entry: Entry) -> frozenset[str]:
+    """Slot words of the entry's clauses that end nothing: what it says holds."""
+    return frozenset().union(*(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots
+                               for c in _CLAUSE.split(_statement(entry)) if not _ENDED.search(c)))
 
 
 def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],

@@ -14,10 +14,16 @@ from ariadnemem_core.coarsening import Action, Surroundings, changed_types, co_t
 from ariadnemem_core.models import Entry
 
 #: What the offline (rule) detector reaches on the shipped suite; the issue's targets are
-#: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason.
-MIN_LINKED = 89.0
+#: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason. They were
+#: 89 / 100 / 91 until a changed value had to be a value of the same attribute (what it is
+#: *of*, not a shared unit, month or person) and a change sharing no word stopped linking on a
+#: cue alone: on conversations the rules were not written for, most links were false and
+#: coarsening off beat coarsening on. Three changes of the suite are lost to that: a weekly
+#: distance that shares only its unit, a due date renamed a deadline, a school named by a
+#: person the extractor missed.
+MIN_LINKED = 84.0
 MIN_NEGATIVES_CLEAN = 100.0
-MIN_LATEST = 91.0
+MIN_LATEST = 89.0
 #: The held-out dialogues (tests/data/update_dialogues_heldout.json) were written before the
 #: rules were last tuned and never used to tune them: they check that the rules generalise.
 #: The floors are modest on purpose (what they reach is reported in docs/concepts/coarsening.md).
@@ -386,6 +392,19 @@ def test_a_replacement_names_what_was_given_up() -> None:
     work = _e("e", "user: I work at Acme as an analyst.", speaker="user", entities=("Acme",), turn="t5")
     early = _e("f", "user: I left work early today to see the doctor.", speaker="user", turn="t6")
     assert _reason(work, early, 0.6) is None
+    # a physical unit at the same rate is one measure when the wording marks a change
+    weigh = _e("i", "user: I weigh 82 kg right now and want to get down to 75 kg.", speaker="user", turn="t9")
+    weight = _e("j", "user: Checked the scale: my weight is 78.5 kg now, so it's working!", speaker="user",
+                turn="t10")
+    assert _reason(weigh, weight, 0.6) is not None
+    hike = _e("k", "user: The hike to the lake is 12 km.", speaker="user", turn="t11")
+    weekly = _e("l", "user: I've built up to 25 km a week now.", speaker="user", turn="t12")
+    assert _reason(hike, weekly, 0.6) is None
+    # "every Monday at 11" and "Mondays at 11:00" are one value: an echo, not a change
+    sync = _e("m", "user: The weekly design sync is every Monday at 11.", speaker="user", turn="t13")
+    echo = _e("n", "assistant: Added to your calendar: design sync, Mondays at 11:00.", speaker="assistant",
+              turn="t14")
+    assert changed_types(sync, echo) == [] and _reason(sync, echo, 0.8) is None
     # a change verb may now extend through a date ("extended the lease through December")
     lease = _e("g", "user: My lease ends on June 30.", speaker="user", turn="t7")
     longer = _e("h", "user: The landlord extended my lease through December 31.", speaker="user", turn="t8")
