@@ -309,6 +309,7 @@ class Ingestor:
         stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
+        linked: set[str] = set()  # entries given a newer state in this window (one each)
         counts = {"merge": 0, "link": 0, "add": 0}
         # What was said around each entry, read once per turn: a change cue in its turn or
         # the turn before ("Plot twist:", "Laura left the agency." before "invoices will go
@@ -331,7 +332,7 @@ class Ingestor:
                 sims = np.stack([w.vector for w in recent]) @ entry.vector
                 candidates += list(zip(recent, (float(s) for s in sims), strict=True))
             tid = entry.source_turn_ids[0] if entry.source_turn_ids else ""
-            decision = coarsening.decide(entry, candidates, cfg, around.get(tid), names)
+            decision = coarsening.decide(entry, candidates, cfg, around.get(tid), names, linked)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:
                 target = next(c for c, _ in candidates if c.id == decision.target_id)
@@ -345,6 +346,7 @@ class Ingestor:
                 for older in (decision.target_id or "", *decision.also):
                     commit.edges.append(UpdateEdge(older, entry.id, "update",
                                                    decision.similarity, decision.overlap))
+                    linked.add(older)
             window.append(entry)
             commit.mentions.extend(_mentions(entry, entry.id))
             commit.attributes.extend(_attributes(entry, entry.id))

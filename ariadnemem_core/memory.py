@@ -280,13 +280,15 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         entry = self.get(entry_id, user_id=user_id)
-        edges = self.store.edges(entry.user_id)
+        edges = [e for e in self.store.edges(entry.user_id) if e.kind == "update"]
+        # Each state's successor is its ``superseded_by`` (the earliest newer state, as
+        # entries() reports it), so the chain and every entry's valid-until agree.
+        sources = self.store.get({e.src for e in edges}, entry.user_id)
+        succs = {i: e.superseded_by for i, e in sources.items() if e.superseded_by}
         preds: dict[str, str] = {}
-        succs: dict[str, str] = {}
         for e in edges:
-            if e.kind == "update":
+            if succs.get(e.src) == e.dst:
                 preds.setdefault(e.dst, e.src)
-                succs.setdefault(e.src, e.dst)
         chain = [entry_id]
         seen = {entry_id}
         while chain[0] in preds and preds[chain[0]] not in seen:

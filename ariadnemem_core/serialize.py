@@ -197,9 +197,10 @@ def _once(group: list[SerializableFact]) -> list[str]:
 def serialize(graph: SerializableGraph) -> str:
     """The compact text of a graph (the format in this module's docstring)."""
     labels = {f.id: f.label for f in graph.facts}
-    inside = [(s, d) for s, d, k in graph.edges if k == "update" and s in labels and d in labels]
-    updated = {s for s, _ in inside}
-    newer = {d for _, d in inside}
+    # A fact's newer state is its ``superseded_by`` (one per fact, as in entries() and
+    # history()): "(latest)" marks a newer state that nothing in the graph supersedes.
+    updated = {f.id for f in graph.facts if f.superseded_by in labels}
+    newer = {f.superseded_by for f in graph.facts if f.superseded_by in labels}
     by_relevance = graph.fact_order == "relevance"
     lines = [RELEVANCE_HEADER if by_relevance else HEADER]
     current = None

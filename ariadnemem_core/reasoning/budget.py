@@ -184,9 +184,12 @@ def assemble(query: str, entries: Mapping[str, Entry], scores: Mapping[str, floa
                    e.id in shown.cut) for n, e in enumerate(ordered, 1)]
     newer: dict[str, str] = {}
     for src, dst, kind in edges:
-        # Updated along two branches, a fact is marked as superseded by the newer one.
-        if kind == "update" and src in entries and dst in entries and (
-                src not in newer or order_key(entries[dst]) > order_key(entries[newer[src]])):
+        # Updated along two branches (a store written before forks were refused), a fact is
+        # superseded by the state the store names (``Entry.superseded_by``: the earliest), so
+        # the markers agree with entries() and history(); else by the earliest shown.
+        if kind == "update" and src in entries and dst in entries and newer.get(src) != entries[src].superseded_by \
+                and (src not in newer or dst == entries[src].superseded_by
+                     or order_key(entries[dst]) < order_key(entries[newer[src]])):
             newer[src] = dst
     for f in facts:
         f.superseded_by = newer.get(f.id)
