@@ -658,6 +658,11 @@ class Surroundings:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
         return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
 
+    @property
+    def turn_entries(self) -> tuple[Entry, ...]:
+        """The entries of the own turn."""
+        return self._turn
+
     @functools.cached_property
     def turn_ended(self) -> tuple[str, ...]:
         """Clauses of the own turn with an ending word."""
@@ -902,19 +907,28 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
     return None
 
 
+#: Giving something up, with what was given up as its object ("quit coffee", "gave up on
+#: Todoist", "stopped taking the bus"); never negated ("not gonna give up on my dreams").
+_GIVEN_UP = re.compile(r"(?<!not )(?<!n't )(?<!never )\b(?:quit|gave up|given up|giving up|stopped|dropped|ditched|"
+                       r"got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
+                       r"drinking|eating|going to|playing|doing)\s+)*([a-z][\w-]*)", re.I)
+
+
 def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str]) -> str | None:
-    """A replacement with no typed value: the new turn says something the old statement named
-    has ended ("I quit coffee", "I gave up on Todoist", "we dropped Spanish") and the new
-    statement fills the same attribute with something else ("... and drink green tea in the
-    mornings now"). What was given up must be a word the old statement says holds and the new
-    turn (not the turn before) only names as ended; the attribute, a word both say outside an
-    ending clause."""
-    ended = around.turn_ended + _ended_clauses(_statement(new))
-    if not ended:
+    """A replacement with no typed value: the new turn gives up something the old statement
+    says holds ("I quit coffee", "I gave up on Todoist", "I stopped taking the bus") and the
+    new statement, marked as the present state ("now", "these days", "instead"), fills the
+    same attribute with something else ("... and drink green tea in the mornings now").
+    Only the own turn counts; the attribute is a word both say outside the giving up."""
+    pb = _profile(new)
+    if not (pb.weak or pb.current or "*" in pb.governed):
+        return None
+    texts = [_statement(e) for e in around.turn_entries] + [_statement(new)]
+    objects = frozenset(stem(m.group(1).lower()) for t in texts for m in _GIVEN_UP.finditer(t))
+    if not objects:
         return None
     held, live = _live_slots(old), _live_slots(new)
-    gone_words = frozenset(stem(w) for c in ended for w in _WORD.findall(c))
-    gone = (held - live) & gone_words
+    gone = (held - live) & objects
     same = (held & live) - {stem(n) for n in names}
     return "state changed, given up" if gone and same and live - held else None
 
@@ -922,7 +936,8 @@ def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str
 def _live_slots(entry: Entry) -> frozenset[str]:
     """Slot words of the entry's clauses that end nothing: what it says holds."""
     return frozenset().union(*(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots
-                               for c in _CLAUSE.split(_statement(entry)) if not _ENDED.search(c)))
+                               for c in _CLAUSE.split(_statement(entry))
+                               if not _ENDED.search(c) and not _GIVEN_UP.search(c)))
 
 
 def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],
