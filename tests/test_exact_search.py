@@ -113,3 +113,23 @@ def test_an_unusable_vector_row_is_skipped_not_fatal(tmp_path: Path, minilm) -> 
     with AriadneMemory(store, embedder=minilm) as mem:
         graph = mem.retrieve("When is the kickoff meeting?", user_id="u")
         assert "3 pm" in graph.to_text()
+
+
+def test_exact_search_sees_every_write_at_once(tmp_path: Path, minilm) -> None:
+    """The vectors an exact search keeps are valid for one store generation: a write by
+    this memory or by another one on the same store is seen by the next search."""
+    reader = AriadneMemory(tmp_path / "s", embedder=minilm)
+    writer = AriadneMemory(tmp_path / "s", embedder=minilm)
+    try:
+        reader.add(TURNS, user_id="u")
+        reader.flush()
+        assert "Pip" not in reader.retrieve("What is Ana's dog called?", user_id="u").to_text()
+        reader.add([turn("Ana", "I adopted a beagle called Pip.", 6 * DAY, "t7")], user_id="u")
+        reader.flush()
+        assert "Pip" in reader.retrieve("What is Ana's dog called?", user_id="u").to_text()
+        writer.add([turn("Ana", "Pip learned to fetch the newspaper.", 7 * DAY, "t8")], user_id="u")
+        writer.flush()
+        assert "newspaper" in reader.retrieve("What did Pip learn?", user_id="u").to_text()
+    finally:
+        writer.close()
+        reader.close()

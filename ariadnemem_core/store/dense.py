@@ -15,6 +15,7 @@ share one server without ever reading each other's vectors.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,9 @@ DEFAULT_CHROMA_PORT = 8000
 #: (about 40% of a short-lived process's first retrieve). Larger users and server mode
 #: go through chromadb.
 EXACT_SEARCH_MAX = 5000
+#: Scopes whose vectors an exact search keeps in memory (least recently used first out;
+#: at most about 7.7 MB each), valid until the store's next write.
+VECTOR_CACHE_SCOPES = 8
 
 
 def collection_name(user_id: str, prefix: str = "") -> str:
@@ -309,8 +313,7 @@ class DenseIndex(Guarded):
 
     def _exact_search(self, scope: Scope, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """:meth:`dense_search` by cosine over every vector of the scope (see :data:`EXACT_SEARCH_MAX`)."""
-        key = ("unit_vectors", scope.user_id, scope.agent_id, scope.session_id)
-        ids, mat = self._cached(key, lambda: self._unit_vectors(scope))
+        ids, mat = self._scope_vectors(scope)
         if not ids:
             return [[] for _ in range(len(vectors))]
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -322,6 +325,22 @@ class DenseIndex(Guarded):
             top = top[np.lexsort((top, -row[top]))]  # best first; ties in storage order
             found.append([(ids[i], float(row[i])) for i in top])
         return found
+
+    def _scope_vectors(self, scope: Scope) -> tuple[list[str], np.ndarray]:
+        """:meth:`_unit_vectors`, read once per store generation (see :data:`VECTOR_CACHE_SCOPES`)."""
+        key = (scope.user_id, scope.agent_id, scope.session_id)
+        with self._lock:
+            gen = self._generation()
+            cache: OrderedDict[tuple[str | None, ...], tuple[int, list[str], np.ndarray]] = \
+                self.__dict__.setdefault("_vector_cache", OrderedDict())
+            hit = cache.get(key)
+            if hit is None or hit[0] != gen:
+                hit = (gen, *self._unit_vectors(scope))
+                cache[key] = hit
+            cache.move_to_end(key)
+            while len(cache) > VECTOR_CACHE_SCOPES:
+                cache.popitem(last=False)
+            return hit[1], hit[2]
 
     def _unit_vectors(self, scope: Scope) -> tuple[list[str], np.ndarray]:
         """The scope's entry ids and unit-length vectors, in storage order. A row whose
