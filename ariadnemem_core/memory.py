@@ -430,8 +430,9 @@ class AriadneMemory:
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
-                 session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
-        """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
+                 session_id: str | None = None, query_vector: np.ndarray | None = None,
+                 config: Config | None = None) -> EvidenceGraph:
+        """The query's connected evidence graph (no LLM call). See :mod:`.reasoning`.
 
         The query is cleaned like turn text (control characters stripped, lone surrogates
         replaced with U+FFFD since it is never stored) and cut to its last
@@ -444,6 +445,9 @@ class AriadneMemory:
             agent_id: only this agent's memories.
             session_id: only this session's memories.
             query_vector: the query's embedding, when the caller has it already.
+            config: read-path settings for this call only (a tighter budget, a stage
+                switched off for an ablation); the memory's own ``config`` otherwise.
+                What was stored is not changed by it.
 
         Returns:
             The evidence graph: facts in time order, typed edges, reasoning paths, and
@@ -452,7 +456,7 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
-        return build_evidence_graph(self.store, self.embedder, self.config, query,
+        return build_evidence_graph(self.store, self.embedder, config or self.config, query,
                                     Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:

@@ -8,8 +8,9 @@ import pytest
 
 from ariadnemem_core import Config, Turn
 from ariadnemem_core.models import Scope
-from ariadnemem_core.periods import question_period
-from ariadnemem_core.retrieval import _period_hits
+from ariadnemem_core.reasoning import Question
+from ariadnemem_core.reasoning.channels import period as period_channel
+from ariadnemem_core.reasoning.periods import question_period
 
 
 def _days(question: str) -> list[str] | None:
@@ -67,12 +68,13 @@ def test_a_period_ends_before_the_first_moment_of_the_next(make_memory) -> None:
     assert period is not None
     qvec = mem.embedder.embed(["hobby"])[0]
     # The period's own candidates, before fusion: the one said at midnight of September is not one.
-    hits = [i for i, _ in _period_hits(mem.store, Scope("tim"), qvec, period, 10, set())]
+    q = Question("Which hobby did Tim pick up in August 2023?", Scope("tim"), qvec, period=period)
+    hits = [i for i, _ in period_channel(mem.store, q, mem.config, {})]
     assert [mem.store.get(hits, "tim")[i].source_turn_ids for i in hits] == [["aug"]]
 
 
 def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
-    import ariadnemem_core.retrieval as retrieval
+    import ariadnemem_core.reasoning.channels as channels
 
     at = datetime(2023, 8, 10, tzinfo=UTC)
     turns = [Turn("Tim", text, at, f"t{i}") for i, text in enumerate(
@@ -82,7 +84,7 @@ def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
     mem.flush()
     question = "Which hobby did Tim pick up in August 2023?"
     assert len(mem.retrieve(question, user_id="tim").facts) == 3  # period candidates join
-    monkeypatch.setattr(retrieval, "MAX_PERIOD_SCAN", 2)
+    monkeypatch.setattr(channels, "MAX_PERIOD_SCAN", 2)
     assert len(mem.retrieve(question, user_id="tim").facts) < 3  # more than 2 in the period: not scanned
 
 

@@ -260,7 +260,7 @@ def test_a_fork_end_only_pulled_in_as_a_newer_state_stays_out():
     from datetime import UTC, datetime
 
     from ariadnemem_core.models import Entry
-    from ariadnemem_core.reasoning import _unit
+    from ariadnemem_core.reasoning.budget import unit as _unit
 
     day = datetime(2024, 3, 1, tzinfo=UTC)
     entries = {i: Entry(i, f"state {i}", timestamp=day.replace(day=d)) for i, d in (("old", 1), ("a", 5), ("b", 9))}
