@@ -588,6 +588,18 @@ def test_short_ids_from_a_table_work_in_history_and_delete(monkeypatch, capsys, 
     assert run_json(capsys, "delete", short[0], "--store", copy, "-u", "priya") == {"deleted": entries[0]["id"]}
 
 
+def test_short_ids_are_unique_prefixes() -> None:
+    from ariadnemem_core.cli.render import short_ids
+
+    ids = ["e-0123456789abcdef", "e-0123456789abcdee", "e-ffff000011112222", "abc", "abcd", "x"]
+    short = short_ids(ids)
+    assert short["e-ffff000011112222"] == "e-ffff0000"  # "e-" and 8 hex digits when that is unique
+    assert short["e-0123456789abcdef"] == "e-0123456789abcdef"  # as long as needed to tell them apart
+    assert short["x"] == "x" and short["abc"] == "abc"
+    for i, s in short.items():
+        assert i.startswith(s) and [o for o in ids if o.startswith(s) and len(o) <= len(i)] == [i]
+
+
 def test_not_a_terminal_prints_whole_lines(capsys, trip: Path) -> None:
     entries = run_json(capsys, "entries", "--store", trip, "-u", "priya")
     code, out, _ = run(capsys, "entries", "--store", trip, "-u", "priya")

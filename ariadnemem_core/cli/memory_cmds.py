@@ -279,7 +279,7 @@ def entries(
                        style="yellow"))
         return
     title = f"{len(rows)} entries of user {user}" + (f" (newest {len(shown)})" if len(shown) < len(rows) else "")
-    print_entries(out, shown, title)
+    print_entries(out, shown, title, among=rows)
 
 
 def history(

@@ -61,15 +61,26 @@ def _turns(ids: Sequence[str], limit: int | None = MAX_TURNS) -> str:
 
 def short_ids(ids: Iterable[str]) -> dict[str, str]:
     """Each id's shortest prefix of at least :data:`SHORT_ID` characters that no other of
-    ``ids`` starts with (``history`` and ``delete`` accept such a prefix)."""
-    unique = list(dict.fromkeys(ids))
+    ``ids`` starts with (``history`` and ``delete`` accept such a prefix). In sorted
+    order, the ids that share the longest prefix with an id are its neighbours."""
+    unique = sorted(set(ids))
     out: dict[str, str] = {}
-    for i in unique:
-        n = min(len(i), SHORT_ID)
-        while n < len(i) and any(o != i and o.startswith(i[:n]) for o in unique):
-            n += 1
-        out[i] = i[:n]
+    for k, i in enumerate(unique):
+        need = SHORT_ID
+        for j in (k - 1, k + 1):
+            if 0 <= j < len(unique):
+                need = max(need, _common_prefix(i, unique[j]) + 1)
+        out[i] = i[:need]
     return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _table(title: str) -> Table:
@@ -81,9 +92,11 @@ def _text_column(table: Table) -> None:
 
 
 # ---------------------------------------------------------------------- entries
-def entries_table(entries: Sequence[Entry], title: str, width: int) -> Table:
-    """Entries for a terminal of ``width`` columns (see the module docstring)."""
-    short = short_ids(e.id for e in entries)
+def entries_table(entries: Sequence[Entry], title: str, width: int,
+                  among: Sequence[Entry] | None = None) -> Table:
+    """Entries for a terminal of ``width`` columns (see the module docstring); ids are
+    shortened to prefixes unique ``among`` these entries (default: the ones shown)."""
+    short = short_ids(e.id for e in (among or entries))
     wide, narrow = width >= WIDE, width < NARROW
     table = _table(title)
     table.add_column("id", no_wrap=True)
@@ -125,10 +138,11 @@ def entries_plain(entries: Sequence[Entry], title: str) -> str:
     return "\n".join(lines)
 
 
-def print_entries(console: Console, entries: Sequence[Entry], title: str) -> None:
-    """Entries as a table fitted to a terminal, else as plain lines."""
+def print_entries(console: Console, entries: Sequence[Entry], title: str,
+                  among: Sequence[Entry] | None = None) -> None:
+    """Entries as a table fitted to a terminal (see :func:`entries_table`), else as plain lines."""
     if console.is_terminal:
-        console.print(entries_table(entries, title, console.width))
+        console.print(entries_table(entries, title, console.width, among))
     else:
         _plain(console, entries_plain(entries, title))
 
