@@ -236,9 +236,10 @@ def counters_table(rows: Mapping[str, Any]) -> Table:
 
 
 def print_counters(console: Console, title: str, rows: Mapping[str, Any]) -> None:
-    """A title line (never wrapped into a narrow table's width, so a path in it stays
-    whole) and the counters: a two-column table on a terminal, else ``key<TAB>value`` lines."""
-    console.print(Text(title, style="bold"), soft_wrap=True)
+    """A title line (wrapped between words at the console's width, not into the narrow
+    table's, so a path in it stays whole) and the counters: a two-column table on a
+    terminal, else ``key<TAB>value`` lines."""
+    say(console, Text(title, style="bold"))
     if console.is_terminal:
         console.print(counters_table(rows))
     else:
