@@ -53,8 +53,9 @@ def locomo(
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/locomo"),
     ablate: Annotated[list[str] | None, typer.Option(
         "--ablate", help="Extra systems with a component off: gating,coarsening,bridges,paths,fastpaths.")] = None,
-    store: Annotated[Path | None, typer.Option(
-        "--store", help="Keep each system's memory under DIR/<system> (reused by later runs).")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="Keep each system's memory under DIR/<system> (reused by later runs), or in a "
+                        "postgresql:// database (one schema per system).")] = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     qa: Annotated[bool, typer.Option(

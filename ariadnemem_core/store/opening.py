@@ -45,10 +45,18 @@ def redact_url(url: str) -> str:
             user, colon, _pw = userinfo.partition(":")
             netloc = f"{user}:***@{hostinfo}" if colon else f"{user}@{hostinfo}"
         query = urlencode([(k, "***" if k.lower() in _SECRET_PARAMS else v)
-                           for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="/")
+                           for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="/*")
         return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
     except ValueError:
         return f"{url.split(':', 1)[0]}://***"
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with its ``schema`` parameter set: one database holds several memories,
+    each in its own Postgres schema (a bench's systems, a test's stores)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ("schema", schema)], safe="/"), ""))
 
 
 def open_store(location: str | Path | None, *, dim: int, embedder_name: str,
