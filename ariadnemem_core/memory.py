@@ -468,8 +468,9 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
-        return build_evidence_graph(self.store, self.embedder, self.config, query,
-                                    Scope(user_id, agent_id, session_id), query_vector=query_vector)
+        with self.store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
+            return build_evidence_graph(self.store, self.embedder, self.config, query,
+                                        Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
         """:meth:`add` in a worker thread (embedding is CPU work; the event loop stays free).

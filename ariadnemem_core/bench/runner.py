@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..store.opening import is_store_url, redact_url, with_schema
 from .baselines import METHODS, FlatIndex
 from .charts import qa_chart, recall_chart
 from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
@@ -37,7 +38,6 @@ from .qa_run import (
     stratified_sample,
     usage_delta,
 )
-from ..store.opening import is_store_url, redact_url, with_schema
 from .report import DEFAULT_OUT, environment, locomo_markdown, write_json, write_jsonl
 
 MAIN = "AriadneMem"

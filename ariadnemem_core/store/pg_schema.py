@@ -96,6 +96,9 @@ def _v1(dim: int) -> list[str]:
         "CREATE TABLE stats (user_id text NOT NULL, key text NOT NULL, value bigint NOT NULL, "
         "PRIMARY KEY (user_id, key))",
         "CREATE TABLE lex_totals (user_id text PRIMARY KEY, n_docs bigint NOT NULL, total_len bigint NOT NULL)",
+        # Bumped by every transaction that changes a user's entries, edges, counters or
+        # attributes: a reader's cache of that user is valid for one generation.
+        "CREATE TABLE generations (user_id text PRIMARY KEY, gen bigint NOT NULL)",
         """CREATE TABLE quarantine (
             seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             kind text NOT NULL, user_id text, agent_id text, session_id text, ref text,

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
@@ -64,6 +65,7 @@ DEFAULT_SCHEMA = "ariadnemem"
 #: Connections per process (each thread holds one while it runs a statement or a claim).
 DEFAULT_POOL_SIZE = 8
 _K1, _B = 1.2, 0.75
+_E_COLUMNS = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 
 _INSERT_ENTRY = (
     "INSERT INTO entries (id, user_id, agent_id, session_id, text, keywords, persons, entities, location, "
@@ -123,15 +125,20 @@ def _split_url(url: str) -> tuple[str, str, int]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept, safe="/"), "")), schema, pool
 
 
-def _scope_sql(scope: Scope, params: list[Any]) -> str:
+def _scope_sql(scope: Scope, params: list[Any], alias: str = "") -> str:
     sql = ""
     if scope.agent_id is not None:
-        sql += " AND agent_id = %s"
+        sql += f" AND {alias}agent_id = %s"
         params.append(scope.agent_id)
     if scope.session_id is not None:
-        sql += " AND session_id = %s"
+        sql += f" AND {alias}session_id = %s"
         params.append(scope.session_id)
     return sql
+
+
+def _in_scope(scope: Scope, agent_id: str | None, session_id: str | None) -> bool:
+    return ((scope.agent_id is None or scope.agent_id == agent_id)
+            and (scope.session_id is None or scope.session_id == session_id))
 
 
 def _vector(value: Any) -> np.ndarray:
@@ -174,6 +181,11 @@ class PostgresStore:
     """
 
     RECENT_TURNS = RECENT_TURNS
+    #: Cached reads per user snapshot, and users whose snapshot is kept.
+    CACHE_SIZE = 4096
+    CACHED_USERS = 64
+    #: Largest user whose insertion order and vectors a snapshot holds (a bigger one is queried).
+    SNAPSHOT_MAX_ENTRIES = 20000
 
     def __init__(self, url: str, *, dim: int, embedder_name: str, lock_timeout: float | None = None) -> None:
         self._safe_url = redact_url(url)
@@ -182,6 +194,9 @@ class PostgresStore:
         self.dim = dim
         self._lock_timeout = lock_timeout_from_env(lock_timeout)
         self._closed = False
+        self._local = threading.local()
+        self._cache_lock = threading.Lock()
+        self._caches: dict[str, tuple[int, dict[tuple[Any, ...], Any]]] = {}
         self._lock_ms = int(self._lock_timeout * 1000)
         with self._errors("connect to"):
             self._migrate(conninfo, embedder_name)
@@ -256,6 +271,11 @@ class PostgresStore:
     def _conn(self, what: str = "read") -> Iterator[psycopg.Connection[Any]]:
         if self._closed:
             raise StoreError("the store is closed")
+        held = getattr(self._local, "conn", None)
+        if held is not None and what == "read":  # inside reading(): its connection
+            with self._errors(what):
+                yield held
+            return
         with self._errors(what), self._pool.connection() as conn:
             yield conn
 
@@ -268,6 +288,55 @@ class PostgresStore:
         with self._conn() as conn, conn.cursor(binary=True) as cur:
             # Binary results: a vector arrives as 1.5 KB of floats, not as text to parse.
             return cur.execute(sql, params).fetchall()
+
+    # ------------------------------------------------------------------ read snapshots
+    @contextmanager
+    def reading(self, user_id: str) -> Iterator[None]:
+        """One retrieval's reads of ``user_id``: one pooled connection, and a cache valid
+        for the user's generation read at the start (any write of that user, from any
+        host, bumps it, so the next retrieval never sees a stale entry). Reentrant."""
+        if getattr(self._local, "snap", None) is not None:
+            yield
+            return
+        with self._conn() as conn:
+            self._local.conn = conn
+            try:
+                row = conn.execute("SELECT gen FROM generations WHERE user_id = %s", (user_id,)).fetchone()
+                gen = int(row[0]) if row else 0
+                with self._cache_lock:
+                    cached = self._caches.get(user_id)
+                    if cached is None or cached[0] != gen:
+                        cached = (gen, {})
+                        self._caches[user_id] = cached
+                        while len(self._caches) > self.CACHED_USERS:
+                            self._caches.pop(next(iter(self._caches)))
+                self._local.snap, self._local.user = cached[1], user_id
+                yield
+            finally:
+                self._local.snap = self._local.user = self._local.conn = None
+
+    def _snapshot(self, user_id: str | None) -> dict[tuple[Any, ...], Any] | None:
+        """The open snapshot's cache, if there is one and it is ``user_id``'s (never another user's)."""
+        snap: dict[tuple[Any, ...], Any] | None = getattr(self._local, "snap", None)
+        if snap is None or user_id is None or user_id != getattr(self._local, "user", None):
+            return None
+        if len(snap) > self.CACHE_SIZE:
+            snap.clear()
+        return snap
+
+    def _cached(self, key: tuple[Any, ...], compute: Any) -> Any:
+        snap = self._snapshot(key[1])
+        if snap is None:
+            return compute()
+        if key not in snap:
+            snap[key] = compute()
+        return snap[key]
+
+    @staticmethod
+    def _touch(cur: psycopg.Cursor[Any], users: Iterable[str]) -> None:
+        """Bump the users' generations (in the writing transaction)."""
+        cur.executemany("INSERT INTO generations (user_id, gen) VALUES (%s, 1) ON CONFLICT (user_id) "
+                        "DO UPDATE SET gen = generations.gen + 1", [(u,) for u in sorted(set(users))])
 
     # ------------------------------------------------------------------ identity
     def __repr__(self) -> str:
@@ -412,6 +481,7 @@ class PostgresStore:
                     [(scope.user_id, scope.agent_id, scope.session_id, i, json.dumps(t.to_dict()))
                      for i, t in enumerate(commit.processed_turns[-self.RECENT_TURNS :])])
             self._bump(cur, scope.user_id, commit.stats)
+            self._touch(cur, [scope.user_id])
 
     def _insert_entry(self, cur: psycopg.Cursor[Any], entry: Entry) -> None:
         params = list(_entry_params(entry))
@@ -433,41 +503,57 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ reads
     def get(self, ids: Iterable[str], user_id: str | None = None, *, cached: bool = False) -> dict[str, Entry]:
+        """Entries by id; ``cached`` (retrieval, inside :meth:`reading`) shares read-only
+        objects from the snapshot's cache."""
         ids = list(dict.fromkeys(ids))
+        snap = self._snapshot(user_id) if cached else None
+        if snap is None:
+            return self._get(ids, user_id)
+        hits = {i: snap[("entry", i)] for i in ids if ("entry", i) in snap}
+        missing = [i for i in ids if i not in hits]
+        if missing:
+            for i, e in self._get(missing, user_id).items():
+                hits[i] = snap[("entry", i)] = e
+        return {i: hits[i] for i in ids if i in hits}
+
+    def _get(self, ids: list[str], user_id: str | None) -> dict[str, Entry]:
         if not ids:
             return {}
-        sql = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ANY(%s)"
-        params: list[Any] = [ids]
+        where, params = "e.id = ANY(%s)", [cast(Any, ids)]
         if user_id is not None:
-            sql += " AND user_id = %s"
+            where += " AND e.user_id = %s"
             params.append(user_id)
-        found = {e.id: e for e in readable(_as_bytes(r) for r in self._read(sql, params))}
-        self._fill_validity(found.values())
-        return found
+        return {e.id: e for e in self._entries_where(where, params)}
 
-    def _fill_validity(self, entries: Iterable[Entry]) -> None:
-        by_id = {e.id: e for e in entries}
-        if not by_id:
-            return
-        users = sorted({e.user_id for e in by_id.values()})
+    def _entries_where(self, where: str, params: Sequence[Any], order: str = "") -> list[Entry]:
+        """Entries matching ``where`` (over ``entries e``), validity filled, in one statement.
+
+        ``superseded_by`` / ``valid_until``: the earliest newer state of each entry, from
+        the update edges (derived on read, as in the embedded store).
+        """
         rows = self._read(
-            "SELECT g.src, g.dst, COALESCE(n.first_ts, n.ts) FROM edges g JOIN entries n ON n.id = g.dst "
-            "AND n.user_id = g.user_id WHERE g.kind = 'update' AND g.user_id = ANY(%s) AND g.src = ANY(%s) "
-            "ORDER BY COALESCE(n.first_ts, n.ts, 1e300), n.seq", (users, list(by_id)))
-        for src, dst, ts in rows:
-            entry = by_id[src]
-            if entry.superseded_by is None:
-                entry.superseded_by, entry.valid_until = dst, from_epoch(ts)
+            f"SELECT {_E_COLUMNS}, v.dst, v.ts FROM entries e LEFT JOIN LATERAL ("
+            " SELECT g.dst, COALESCE(n.first_ts, n.ts) AS ts FROM edges g"
+            " JOIN entries n ON n.id = g.dst AND n.user_id = g.user_id"
+            " WHERE g.src = e.id AND g.user_id = e.user_id AND g.kind = 'update'"
+            f" ORDER BY COALESCE(n.first_ts, n.ts, 1e300), n.seq LIMIT 1) v ON true WHERE {where} {order}", params)
+        out = []
+        for row in rows:
+            found = readable([_as_bytes(row[:-2])])
+            if found:
+                entry = found[0]
+                if row[-2] is not None:
+                    entry.superseded_by, entry.valid_until = row[-2], from_epoch(row[-1])
+                out.append(entry)
+        return out
 
     def entries(self, scope: Scope, *, ts_range: tuple[float, float] | None = None) -> list[Entry]:
         params: list[Any] = [scope.user_id]
-        sql = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = %s" + _scope_sql(scope, params)
+        where = "e.user_id = %s" + _scope_sql(scope, params, "e.")
         if ts_range is not None:
-            sql += " AND ts >= %s AND ts <= %s"
+            where += " AND e.ts >= %s AND e.ts <= %s"
             params += [ts_range[0], ts_range[1]]
-        found = readable(_as_bytes(r) for r in self._read(sql + " ORDER BY COALESCE(ts, 1e300), seq", params))
-        self._fill_validity(found)
-        return found
+        return self._entries_where(where, params, "ORDER BY COALESCE(e.ts, 1e300), e.seq")
 
     def count(self, scope: Scope | None = None) -> int:
         if scope is None:
@@ -477,26 +563,95 @@ class PostgresStore:
                               params)[0][0])
 
     def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
+        table = self._seq_table(scope.user_id)
+        if table is not None:
+            seqs, ids, agents, sessions = table
+            out: list[str] = []
+            for k in range(int(np.searchsorted(seqs, entry.seq, side="right")), len(ids)):
+                if len(out) >= n:
+                    break
+                if _in_scope(scope, agents[k], sessions[k]):
+                    out.append(ids[k])
+            return self._in_order(out, scope.user_id)
         params: list[Any] = [scope.user_id, entry.seq]
-        sql = "SELECT id FROM entries WHERE user_id = %s AND seq > %s" + _scope_sql(scope, params)
-        ids = [r[0] for r in self._read(sql + " ORDER BY seq LIMIT %s", [*params, n])]
-        found = self.get(ids, scope.user_id)
-        return [found[i] for i in ids if i in found]
+        where = "e.user_id = %s AND e.seq > %s" + _scope_sql(scope, params, "e.")
+        return self._entries_where(where + " ORDER BY e.seq LIMIT %s", [*params, n])
 
     def around(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
+        table = self._seq_table(scope.user_id)
+        if table is not None:
+            seqs, ids, agents, sessions = table
+            lo = int(np.searchsorted(seqs, entry.seq - n, side="left"))
+            hi = int(np.searchsorted(seqs, entry.seq + n, side="right"))
+            return self._in_order([ids[k] for k in range(lo, hi) if _in_scope(scope, agents[k], sessions[k])],
+                                  scope.user_id)
         params: list[Any] = [scope.user_id, entry.seq - n, entry.seq + n]
-        sql = "SELECT id FROM entries WHERE user_id = %s AND seq BETWEEN %s AND %s" + _scope_sql(scope, params)
-        ids = [r[0] for r in self._read(sql + " ORDER BY seq", params)]
-        found = self.get(ids, scope.user_id)
+        where = "e.user_id = %s AND e.seq BETWEEN %s AND %s" + _scope_sql(scope, params, "e.")
+        return self._entries_where(where + " ORDER BY e.seq", params)
+
+    def _in_order(self, ids: list[str], user_id: str) -> list[Entry]:
+        found = self.get(ids, user_id, cached=True)
         return [found[i] for i in ids if i in found]
+
+    def _seq_table(self, user_id: str) -> tuple[np.ndarray, list[str], list[str | None], list[str | None]] | None:
+        """Inside a snapshot: the user's entries by insertion order (seq, id, agent,
+        session), read once per generation, so replies and message mates need no query.
+        None outside a snapshot or for a user too large to hold."""
+        if self._snapshot(user_id) is None:
+            return None
+
+        def load() -> tuple[np.ndarray, list[str], list[str | None], list[str | None]] | None:
+            rows = self._read("SELECT seq, id, agent_id, session_id FROM entries WHERE user_id = %s "
+                              "ORDER BY seq LIMIT %s", (user_id, self.SNAPSHOT_MAX_ENTRIES + 1))
+            if len(rows) > self.SNAPSHOT_MAX_ENTRIES:
+                return None
+            return (np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], [r[2] for r in rows],
+                    [r[3] for r in rows])
+
+        table: tuple[np.ndarray, list[str], list[str | None], list[str | None]] | None = self._cached(
+            ("seq_table", user_id), load)
+        return table
+
+    def _vector_table(self, user_id: str) -> tuple[list[str], np.ndarray, list[str | None], list[str | None],
+                                                   np.ndarray] | None:
+        """Inside a snapshot: the user's dated entries' (id, ts, agent, session, vector)
+        in time order, read once per generation (bridges and periods slice it)."""
+        if self._snapshot(user_id) is None:
+            return None
+
+        def load() -> tuple[list[str], np.ndarray, list[str | None], list[str | None], np.ndarray] | None:
+            rows = self._read("SELECT id, ts, agent_id, session_id, embedding FROM entries WHERE user_id = %s "
+                              "AND ts IS NOT NULL ORDER BY ts, seq LIMIT %s",
+                              (user_id, self.SNAPSHOT_MAX_ENTRIES + 1))
+            if len(rows) > self.SNAPSHOT_MAX_ENTRIES:
+                return None
+            mat = np.stack([_vector(r[4]) for r in rows]) if rows else np.zeros((0, self.dim), dtype=np.float32)
+            return ([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64), [r[2] for r in rows],
+                    [r[3] for r in rows], mat)
+
+        table: tuple[list[str], np.ndarray, list[str | None], list[str | None], np.ndarray] | None = self._cached(
+            ("vector_table", user_id), load)
+        return table
 
     def vectors_in_window(self, scope: Scope, lo: float, hi: float,
                           limit: int | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+        table = self._vector_table(scope.user_id)
+        if table is not None:
+            all_ids, all_ts, agents, sessions, all_mat = table
+            start = int(np.searchsorted(all_ts, lo, side="left"))
+            stop = int(np.searchsorted(all_ts, hi, side="right"))
+            keep = [k for k in range(start, stop) if _in_scope(scope, agents[k], sessions[k])]
+            if limit is not None:
+                keep = keep[: int(limit)]
+            if not keep:
+                return [], np.zeros(0), np.zeros((0, self.dim), dtype=np.float32)
+            return [all_ids[k] for k in keep], all_ts[keep], all_mat[keep]
         params: list[Any] = [scope.user_id, lo, hi]
         sql = "SELECT id, ts, embedding FROM entries WHERE user_id = %s AND ts >= %s AND ts <= %s"
         sql += _scope_sql(scope, params)
+        sql += " ORDER BY ts, seq"
         if limit is not None:
-            sql += " ORDER BY ts LIMIT %s"
+            sql += " LIMIT %s"
             params.append(int(limit))
         rows = self._read(sql, params)
         if not rows:
@@ -539,6 +694,10 @@ class PostgresStore:
         return [(str(r[0]), float(r[1])) for r in rows]
 
     def edges(self, user_id: str, ids: Iterable[str] | None = None) -> list[UpdateEdge]:
+        if ids is not None and self._snapshot(user_id) is not None:
+            every: tuple[UpdateEdge, ...] = self._cached(("edges", user_id), lambda: tuple(self.edges(user_id)))
+            asked = set(ids)
+            return [e for e in every if e.src in asked or e.dst in asked]
         cols = "src, dst, kind, similarity, overlap, created_at"
         if ids is None:
             rows = self._read(f"SELECT {cols} FROM edges WHERE user_id = %s ORDER BY created_at, seq", (user_id,))
@@ -559,7 +718,8 @@ class PostgresStore:
         return [r[0] for r in rows]
 
     def known_persons(self, user_id: str) -> set[str]:
-        return {r[0] for r in self._read("SELECT DISTINCT person FROM mentions WHERE user_id = %s", (user_id,))}
+        return set(self._cached(("persons", user_id), lambda: frozenset(
+            r[0] for r in self._read("SELECT DISTINCT person FROM mentions WHERE user_id = %s", (user_id,)))))
 
     def attribute(self, user_id: str, subject: str, attribute: str) -> list[tuple[str, str, float | None]]:
         return [(v, e, t) for v, e, t in self._read(
@@ -567,6 +727,9 @@ class PostgresStore:
             "ORDER BY COALESCE(ts, 0) DESC, seq DESC", (user_id, subject.lower(), attribute.lower()))]
 
     def participants(self, user_id: str) -> list[str]:
+        return list(self._cached(("participants", user_id), lambda: tuple(self._participants(user_id))))
+
+    def _participants(self, user_id: str) -> list[str]:
         # A loose index scan over (user_id, speaker, seq): one seek per distinct speaker.
         rows = self._read(
             "WITH RECURSIVE s(speaker) AS ("
@@ -614,6 +777,7 @@ class PostgresStore:
                 "ORDER BY p.seq, s.seq ON CONFLICT DO NOTHING",
                 {"u": entry.user_id, "id": entry_id, "now": time.time()})
             self._delete_rows(cur, entry.user_id, [entry_id])
+            self._touch(cur, [entry.user_id])
         return True
 
     @staticmethod
@@ -633,13 +797,17 @@ class PostgresStore:
             if scope.agent_id is None and scope.session_id is None:
                 for table in ("stats", "edges", "mentions", "attributes", "lex_totals"):
                     cur.execute(f"DELETE FROM {table} WHERE user_id = %s", (scope.user_id,))
+            self._touch(cur, [scope.user_id])
         return len(victims)
 
     def clear(self) -> None:
         with self._tx() as cur:
+            cur.execute("SELECT DISTINCT user_id FROM entries")
+            users = [r[0] for r in cur.fetchall()]
             for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes", "stats",
                           "lex_totals"):
                 cur.execute(f"DELETE FROM {table}")
+            self._touch(cur, users)
 
     # ------------------------------------------------------------------ checks
     def bad_entries(self, *, user_id: str | None = None) -> list[tuple[str, str]]:
@@ -671,6 +839,7 @@ class PostgresStore:
                             (record["user_id"], record["agent_id"], record["session_id"], entry_id,
                              json.dumps(record, default=str), reason[:1000], time.time()))
                 self._delete_rows(cur, str(record["user_id"]), [entry_id])
+                self._touch(cur, [str(record["user_id"])])
                 moved += 1
         return moved
 
@@ -704,12 +873,8 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ export / import
     def export_entries(self, user_id: str | None = None) -> Iterator[Entry]:
-        where, params = ("WHERE user_id = %s", [user_id]) if user_id is not None else ("", [])
-        rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params)
-        for start in range(0, len(rows), 500):
-            chunk = readable(_as_bytes(r) for r in rows[start : start + 500])
-            self._fill_validity(chunk)
-            yield from chunk
+        where, params = ("e.user_id = %s", [user_id]) if user_id is not None else ("true", [])
+        yield from self._entries_where(where, params, "ORDER BY e.seq")
 
     def export_table(self, kind: str, user_id: str | None = None) -> list[tuple[Any, ...]]:
         table, columns, order = EXPORT_TABLES[kind]
@@ -735,6 +900,8 @@ class PostgresStore:
                     self._bump(cur, user_id, {key: value})
                 else:
                     cur.execute(_IMPORT_SQL[kind], item)
+            self._touch(cur, {e.user_id for e in entries} | {item[3] if kind == "edge" else item[0]
+                                                              for kind, item in plan if kind != "entry"})
         return entries
 
     def index_imported(self, entries: Sequence[Entry]) -> None:

@@ -83,6 +83,9 @@ class Store(Protocol):
         """Persons the user's mention counters know."""
 
     # ------------------------------------------------------------------ Phase II
+    def reading(self, user_id: str) -> AbstractContextManager[None]:
+        """One retrieval's reads of ``user_id``: a consistent view its cached reads may share."""
+
     def get(self, ids: Iterable[str], user_id: str | None = None, *, cached: bool = False) -> dict[str, Entry]:
         """Entries by id (missing ids are absent); ``cached`` may share read-only objects."""
 

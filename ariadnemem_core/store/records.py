@@ -257,6 +257,11 @@ class Records(Guarded):
         turns another writer committed meanwhile is dropped at commit (:class:`PendingConflict`)."""
         return nullcontext()
 
+    def reading(self, user_id: str) -> AbstractContextManager[None]:
+        """Nothing to open: the read cache checks the generation on every cached read
+        (one in-process SQLite query)."""
+        return nullcontext()
+
     def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or every) pending turn in arrival order. A row that is not a valid
         turn (written by an older version, or by hand) is quarantined, not returned: one
