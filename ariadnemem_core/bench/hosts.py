@@ -182,6 +182,48 @@ def run_once(location: str, data: str, *, writers: int, readers: int, seconds: f
             "facts_returned": facts, "cross_user": cross, **checks}
 
 
+def warm_latency(data: str | Path, url: str, conversation: str, work: Path) -> dict[str, Any]:
+    """Warm retrieval p50/p95 of both backends on one conversation, alternating question by
+    question so both see the same machine load (query vectors embedded beforehand)."""
+    from ..embedding import MiniLMEmbedder
+    from ..memory import AriadneMemory
+    from .metrics import covered_turns
+
+    dataset = load_locomo(data, [conversation])
+    conv = dataset.conversations[0]
+    embedder = MiniLMEmbedder()
+    questions = [q for q in conv.questions if q.category in (1, 2, 3, 4)]
+    vectors = embedder.embed([q.question for q in questions])
+    schema = f"bench_warm_{time.strftime('%H%M%S')}"
+    mems = {"sqlite": AriadneMemory(work / "warm-sqlite", embedder=embedder),
+            "postgres": AriadneMemory(with_schema(url, schema), embedder=embedder)}
+    out: dict[str, Any] = {"conversation": conversation, "questions": len(questions)}
+    try:
+        for mem in mems.values():
+            mem.add(conv.turns, user_id=conv.user_id)
+            mem.flush()
+            mem.retrieve(questions[0].question, user_id=conv.user_id, query_vector=vectors[0])  # warm caches
+        out["entries"] = len(mems["sqlite"].entries(conv.user_id))
+        lat: dict[str, list[float]] = {name: [] for name in mems}
+        hits: dict[str, list[float]] = {name: [] for name in mems}
+        for q, vec in zip(questions, vectors, strict=True):
+            for name, mem in mems.items():
+                t0 = time.perf_counter()
+                graph = mem.retrieve(q.question, user_id=conv.user_id, query_vector=vec)
+                lat[name].append((time.perf_counter() - t0) * 1000)
+                if q.evidence:
+                    hits[name].append(len(set(q.evidence) & covered_turns(graph)) / len(set(q.evidence)))
+        for name in mems:
+            out[name] = {"p50_ms": percentile(lat[name], 50), "p95_ms": percentile(lat[name], 95),
+                         "recall": sum(hits[name]) / max(len(hits[name]), 1)}
+        out["ratio_p50"] = (out["postgres"]["p50_ms"] or 0) / max(out["sqlite"]["p50_ms"] or 1e-9, 1e-9)
+    finally:
+        for mem in mems.values():
+            mem.close(flush=False)
+        _drop_schema(url, schema)
+    return out
+
+
 def _drop_schema(url: str, schema: str) -> None:
     import psycopg
 
@@ -194,7 +236,7 @@ def _drop_schema(url: str, schema: str) -> None:
 
 def run_hosts(data: str | Path, url: str, out_dir: Path, *, writers: int = 4, readers: int = 4,
               seconds: float = 60.0, curve: Sequence[int] = (1, 2, 4), curve_seconds: float = 20.0,
-              embedder: str = "minilm", sqlite: bool = True,
+              embedder: str = "minilm", sqlite: bool = True, warm_conversation: str | None = "conv-26",
               log: Callable[[str], None] = print) -> dict[str, Any]:
     """The main run on Postgres (and on SQLite), then the writer curve on Postgres.
 
@@ -209,6 +251,8 @@ def run_hosts(data: str | Path, url: str, out_dir: Path, *, writers: int = 4, re
         curve_seconds: length of each curve run.
         embedder: "minilm" (the default model) or "hash" (isolates the store's own cost).
         sqlite: also make the main run against the embedded store, in a temporary directory.
+        warm_conversation: first compare warm retrieval latency of the two backends on
+            this conversation (None: skip).
         log: progress lines.
 
     Returns:
@@ -220,7 +264,12 @@ def run_hosts(data: str | Path, url: str, out_dir: Path, *, writers: int = 4, re
     stamp = time.strftime("%H%M%S")
     runs: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="ariadnemem-hosts-"))
+    warm: dict[str, Any] | None = None
     try:
+        if warm_conversation:
+            log(f"warm latency, {warm_conversation}: SQLite and Postgres alternating")
+            warm = warm_latency(data, url, warm_conversation, work)
+            log(f"  {json.dumps(warm)}")
         plan: list[tuple[str, str, int, int, float]] = [("postgres", url, writers, readers, seconds)]
         if sqlite:
             plan.append(("sqlite", str(work / "sqlite-store"), writers, readers, seconds))
@@ -242,7 +291,7 @@ def run_hosts(data: str | Path, url: str, out_dir: Path, *, writers: int = 4, re
         shutil.rmtree(work, ignore_errors=True)
     result = {"benchmark": "hosts", "store": redact_url(url), "data": str(data), "embedder": embedder,
               "config": "gating, low-information gate and coarsening off (every turn traceable)",
-              "runs": runs, "environment": environment()}
+              "runs": runs, "warm_latency": warm, "environment": environment()}
     write_json(out_dir / "hosts.json", result)
     (out_dir / "hosts.md").write_text(hosts_markdown(result), encoding="utf-8")
     return result
@@ -250,8 +299,8 @@ def run_hosts(data: str | Path, url: str, out_dir: Path, *, writers: int = 4, re
 
 def hosts_markdown(result: dict[str, Any]) -> str:
     """The results as a markdown table."""
-    lines = ["# Hosts", "", "| run | writers | readers | s | turns/s | add p50 ms | retrieve p50 ms | retrieve p95 ms | "
-             "lost | duplicated | cross-user |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["# Hosts", "", "| run | writers | readers | s | turns/s | add p50 ms | retrieve p50 ms | "
+             "retrieve p95 ms | lost | duplicated | cross-user |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["runs"].items():
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v:.1f}"
@@ -259,4 +308,12 @@ def hosts_markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {r['writers']} | {r['readers']} | {r['seconds']:g} | {r['turns_per_s']:.1f} | "
                      f"{ms(r['add_p50_ms'])} | {ms(r['retrieve_p50_ms'])} | {ms(r['retrieve_p95_ms'])} | "
                      f"{r['lost']} | {r['duplicated']} | {r['cross_user'] + r['stored_under_another_user']} |")
+    warm = result.get("warm_latency")
+    if warm:
+        lines += ["", f"Warm retrieval, {warm['conversation']} ({warm['entries']} entries, {warm['questions']} "
+                      "questions, the two backends alternating question by question, query embedding excluded):",
+                  "", "| backend | p50 ms | p95 ms | recall (cat 1-4 evidence turns) |", "|---|---|---|---|"]
+        for name in ("sqlite", "postgres"):
+            r = warm[name]
+            lines.append(f"| {name} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['recall']:.3f} |")
     return "\n".join(lines) + "\n"

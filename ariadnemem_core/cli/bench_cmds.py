@@ -319,6 +319,8 @@ def hosts(
     curve_seconds: Annotated[float, typer.Option("--curve-seconds", min=1, help="Length of each curve run.")] = 20.0,
     embedder: Annotated[str, typer.Option("--embedder", help="minilm or hash.")] = "minilm",
     no_sqlite: Annotated[bool, typer.Option("--no-sqlite", help="Skip the embedded-store run.")] = False,
+    warm: Annotated[str, typer.Option(
+        "--warm", help="Conversation for the warm-latency comparison of the backends ('' skips it).")] = "conv-26",
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/hosts"),
     quiet: QuietOpt = False,
 ) -> None:
@@ -334,7 +336,7 @@ def hosts(
     counts = [int(c) for c in _csv([curve])]
     res = run_hosts(path, store, out_dir, writers=writers, readers=readers, seconds=seconds, curve=counts,
                     curve_seconds=curve_seconds, embedder=embedder, sqlite=not no_sqlite,
-                    log=(lambda _: None) if quiet else print)
+                    warm_conversation=warm or None, log=(lambda _: None) if quiet else print)
     from ..bench.hosts import hosts_markdown
 
     print(hosts_markdown(res), end="")

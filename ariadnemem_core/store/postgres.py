@@ -65,6 +65,7 @@ DEFAULT_SCHEMA = "ariadnemem"
 #: Connections per process (each thread holds one while it runs a statement or a claim).
 DEFAULT_POOL_SIZE = 8
 _K1, _B = 1.2, 0.75
+_MISSING = object()
 _E_COLUMNS = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 
 _INSERT_ENTRY = (
@@ -330,9 +331,11 @@ class PostgresStore:
         snap = self._snapshot(key[1])
         if snap is None:
             return compute()
-        if key not in snap:
-            snap[key] = compute()
-        return snap[key]
+        # .get, not "in" then []: another thread of this process may clear the shared dict.
+        value = snap.get(key, _MISSING)
+        if value is _MISSING:
+            value = snap[key] = compute()
+        return value
 
     @staticmethod
     def _touch(cur: psycopg.Cursor[Any], users: Iterable[str]) -> None:
@@ -511,7 +514,7 @@ class PostgresStore:
         snap = self._snapshot(user_id) if cached else None
         if snap is None:
             return self._get(ids, user_id)
-        hits = {i: snap[("entry", i)] for i in ids if ("entry", i) in snap}
+        hits = {i: e for i in ids if (e := snap.get(("entry", i))) is not None}
         missing = [i for i in ids if i not in hits]
         if missing:
             for i, e in self._get(missing, user_id).items():
@@ -616,20 +619,20 @@ class PostgresStore:
 
     def _vector_table(self, user_id: str) -> tuple[list[str], np.ndarray, list[str | None], list[str | None],
                                                    np.ndarray] | None:
-        """Inside a snapshot: the user's dated entries' (id, ts, agent, session, vector)
-        in time order, read once per generation (bridges and periods slice it)."""
+        """Inside a snapshot: the user's entries' (id, ts, agent, session, vector) in
+        time order (undated last, ts NaN), read once per generation: bridges and periods
+        slice it and the dense search scores it exactly, with no query."""
         if self._snapshot(user_id) is None:
             return None
 
         def load() -> tuple[list[str], np.ndarray, list[str | None], list[str | None], np.ndarray] | None:
             rows = self._read("SELECT id, ts, agent_id, session_id, embedding FROM entries WHERE user_id = %s "
-                              "AND ts IS NOT NULL ORDER BY ts, seq LIMIT %s",
-                              (user_id, self.SNAPSHOT_MAX_ENTRIES + 1))
+                              "ORDER BY ts NULLS LAST, seq LIMIT %s", (user_id, self.SNAPSHOT_MAX_ENTRIES + 1))
             if len(rows) > self.SNAPSHOT_MAX_ENTRIES:
                 return None
             mat = np.stack([_vector(r[4]) for r in rows]) if rows else np.zeros((0, self.dim), dtype=np.float32)
-            return ([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.float64), [r[2] for r in rows],
-                    [r[3] for r in rows], mat)
+            ts = np.array([np.nan if r[1] is None else r[1] for r in rows], dtype=np.float64)
+            return [r[0] for r in rows], ts, [r[2] for r in rows], [r[3] for r in rows], mat
 
         table: tuple[list[str], np.ndarray, list[str | None], list[str | None], np.ndarray] | None = self._cached(
             ("vector_table", user_id), load)
@@ -668,6 +671,20 @@ class PostgresStore:
         vectors = np.asarray(vectors, dtype=np.float32)
         out: list[list[tuple[str, float]]] = []
         if len(vectors) == 0:
+            return out
+        table = self._vector_table(scope.user_id)
+        if table is not None:  # inside a snapshot: exact cosine over the held vectors
+            ids, _, agents, sessions, mat = table
+            keep = np.array([k for k in range(len(ids)) if _in_scope(scope, agents[k], sessions[k])], dtype=np.int64)
+            sub = mat[keep]
+            norms = np.maximum(np.linalg.norm(sub, axis=1), 1e-12)
+            for vec in vectors:
+                if not len(keep):
+                    out.append([])
+                    continue
+                sims = (sub @ vec) / (norms * max(float(np.linalg.norm(vec)), 1e-12))
+                top = np.argsort(-sims, kind="stable")[:k]
+                out.append([(ids[int(keep[j])], float(sims[j])) for j in top])
             return out
         params: list[Any] = [scope.user_id]
         where = "user_id = %s" + _scope_sql(scope, params)
