@@ -71,7 +71,10 @@ class Ingestor:
         """
         for _ in range(MAX_CONFLICT_RETRIES):
             try:
-                self._process(scope, full_only=full_only)
+                # A backend shared by several hosts lets one worker at a time extract a
+                # scope (the embedded one claims nothing and relies on the commit check).
+                with self.store.claim(scope):
+                    self._process(scope, full_only=full_only)
                 return
             except PendingConflict:
                 continue
@@ -135,7 +138,7 @@ class Ingestor:
         for start in range(0, n, size):
             window = [(seq, sc, t) for (seq, sc, _), t in zip(rows[start : start + size],
                                                                 turns[start : start + size], strict=True)]
-            before = history[-Store.RECENT_TURNS :]
+            before = history[-self.store.RECENT_TURNS :]
             self._process_window(scope, window, per_turn[start : start + size], before, participants, plain,
                                  asked[start : start + size])
             history.extend(rows[k][2] for k in range(start, min(start + size, n)))

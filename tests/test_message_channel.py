@@ -11,6 +11,10 @@ import pytest
 
 from ariadnemem_core import Config, ConfigError, Turn
 from ariadnemem_core.models import Scope
+from tests.conftest import BOTH_BACKENDS
+
+#: The message view is part of the store contract: SQLite writes it, Postgres derives it.
+pytestmark = BOTH_BACKENDS
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
 QUESTION = "alpha beta gamma delta"

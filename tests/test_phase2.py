@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from ariadnemem_core import Config
-from tests.conftest import turn
+from tests.conftest import BOTH_BACKENDS, turn
+
+pytestmark = BOTH_BACKENDS
 
 HOUR = 60
 DAY = 24 * HOUR

@@ -119,7 +119,7 @@ def add(
             users[uid].update(entries=after["entries"], pending_turns=after.get("pending_turns", 0))
         summary = {"file": str(file), "turns": total, "seconds": round(seconds, 3),
                    "turns_per_s": round(total / seconds, 1) if seconds > 0 else None,
-                   "store": str(mem.path), "dense_index": mem.store.dense_location, "users": users}
+                   "store": mem.location, "dense_index": mem.store.dense_location, "users": users}
     if as_json:
         emit_json(summary)
         return
@@ -128,7 +128,7 @@ def add(
             "turns added": row["turns_seen"], "gate kept / dropped": f"{row['gate_kept']} / {row['gate_dropped']}",
             "MERGE / LINK / ADD": f"{row['merge']} / {row['link']} / {row['add']}",
             "entries now": row["entries"], "pending turns": row["pending_turns"]})
-    say(out, Text(f"{total} turns in {seconds:.1f} s ({summary['turns_per_s'] or 0:.0f} turns/s) -> {mem.path}",
+    say(out, Text(f"{total} turns in {seconds:.1f} s ({summary['turns_per_s'] or 0:.0f} turns/s) -> {mem.location}",
                    style="dim"))
 
 
@@ -331,7 +331,7 @@ def stats(
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         counters = mem.stats(user)
         users = mem.users()
-        info = {"store": str(mem.path), "dense_index": mem.store.dense_location}
+        info = {"store": mem.location, "dense_index": mem.store.dense_location}
     if as_json:
         emit_json(info | {"user": user, "counters": counters, "users": users if user is None else None})
         return

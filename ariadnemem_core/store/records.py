@@ -18,8 +18,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
-from contextlib import suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,8 @@ from ..text import QUERY_STOPWORDS
 from .locking import Guarded
 
 SCHEMA_VERSION = 1
+#: Turns kept per scope as pronoun context for the next window.
+RECENT_TURNS = 4
 #: Counters every ``stats()`` reports (zero when nothing happened yet).
 STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "gate_low_info", "gate_low_info_entries",
              "merge", "link", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
@@ -149,6 +151,22 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 """
 
+#: Export record kind -> (table, columns, order; None: insertion order). The columns are
+#: what :mod:`.transfer` writes per record, so every backend exports the same tuples.
+EXPORT_TABLES: dict[str, tuple[str, str, str | None]] = {
+    "edge": ("edges", "src, dst, kind, user_id, similarity, overlap, created_at", None),
+    "mention": ("mentions", "user_id, person, term, entry_id", None),
+    "attribute": ("attributes", "user_id, subject, attribute, value, entry_id, ts", None),
+    "stat": ("stats", "user_id, key, value", "user_id, key"),
+}
+_IMPORT_SQL = {
+    "edge": "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "mention": "INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
+    "attribute": "INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) VALUES (?, ?, ?, ?, ?, ?)",
+    "pending": "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+}
+
 ENTRY_COLUMNS = (
     "seq, id, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic, "
     "ts, first_ts, speaker, source_turn_ids, metadata, embedding"
@@ -197,10 +215,10 @@ class PendingConflict(StoreError):
 
 
 class Records(Guarded):
-    """The SQLite side of :class:`~ariadnemem_core.store.Store`: every table and its reads."""
+    """The SQLite side of :class:`~ariadnemem_core.store.SQLiteStore`: every table and its reads."""
 
     #: Turns kept per scope as pronoun context for the next window.
-    RECENT_TURNS = 4
+    RECENT_TURNS = RECENT_TURNS
     dim: int
 
     def _check_meta(self, embedder_name: str) -> None:
@@ -250,6 +268,16 @@ class Records(Guarded):
                 [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns],
             )
             self._bump(db, scope.user_id, {"turns_seen": len(turns)})
+
+    def claim(self, scope: Scope) -> AbstractContextManager[None]:
+        """No claim is taken here: extraction runs unlocked and a window whose pending
+        turns another writer committed meanwhile is dropped at commit (:class:`PendingConflict`)."""
+        return nullcontext()
+
+    def reading(self, user_id: str) -> AbstractContextManager[None]:
+        """Nothing to open: the read cache checks the generation on every cached read
+        (one in-process SQLite query)."""
+        return nullcontext()
 
     def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or every) pending turn in arrival order. A row that is not a valid
@@ -378,6 +406,11 @@ class Records(Guarded):
         return [r[0] for r in rows]
 
     # ------------------------------------------------------------------ window commit
+    def write_window(self, commit: WindowCommit) -> None:
+        """The records of one window, in one transaction (see :meth:`_write_window`)."""
+        with self._tx() as db:
+            self._write_window(db, commit)
+
     def _write_window(self, db: sqlite3.Connection, commit: WindowCommit) -> None:
         """The SQLite part of a window commit, inside the caller's transaction."""
         scope = commit.scope
@@ -393,15 +426,7 @@ class Records(Guarded):
                 raise PendingConflict(f"{len(commit.processed_pending) - deleted} of the window's pending turns "
                                       "were already processed by another writer")
         for entry in commit.added:
-            cur = db.execute(
-                "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
-                "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _entry_params(entry),
-            )
-            entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
-            db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
-                       (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+            self._insert_entry(db, entry)
         for entry in commit.merged:
             db.execute(
                 "UPDATE entries SET keywords = ?, persons = ?, entities = ?, ts = ?, "
@@ -705,6 +730,128 @@ class Records(Guarded):
                                                   (user_id,))[0][0])
         return out
 
+
+    # ------------------------------------------------------------------ deletion (records side)
+    def has_unindexed(self) -> bool:
+        """Whether a committed entry still waits for its vector (a writer died in between)."""
+        return bool(self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"))
+
+    def mark_unindexed(self, ids: Sequence[str]) -> None:
+        """Flag entries for the next reconcile (their dense copy is out of date)."""
+        with self._tx() as db:
+            db.executemany("UPDATE entries SET indexed = 0 WHERE id = ?", [(i,) for i in ids])
+
+    def delete_entry_rows(self, entry: Entry) -> None:
+        """Remove one entry's records, bridging update chains through it (``a -> x -> b``
+        becomes ``a -> b``), in one transaction; its vector goes through the tombstone."""
+        with self._tx() as db:
+            preds = [r[0] for r in db.execute(
+                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry.id,))]
+            succs = db.execute(
+                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
+                (entry.id,)).fetchall()
+            db.executemany(
+                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
+                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
+            )
+            self._delete_rows(db, [entry])
+
+    def forget_rows(self, scope: Scope, victims: Sequence[Entry]) -> None:
+        """Remove a scope's entries (``victims``), pending and recent turns, and for a whole
+        user their counters, edges, mentions and attributes, in one transaction."""
+        with self._tx() as db:
+            self._delete_rows(db, victims)
+            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            delete_messages(db, scope.user_id, scope=scope)
+            if scope.agent_id is None and scope.session_id is None:
+                for table in ("stats", "edges", "mentions", "attributes"):
+                    db.execute(f"DELETE FROM {table} WHERE user_id = ?", (scope.user_id,))
+
+    def clear_rows(self) -> list[str]:
+        """Remove every record (all users); returns the users that had entries."""
+        users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
+        with self._tx() as db:
+            for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
+                          "stats", "tombstones", "entries_fts", "messages", "messages_fts"):
+                db.execute(f"DELETE FROM {table}")
+        return users
+
+    def bad_pending(self) -> list[tuple[int, str]]:
+        """(seq, reason) of every pending row that is not a valid turn."""
+        bad = []
+        for seq, raw in self._read("SELECT seq, turn FROM pending_turns ORDER BY seq"):
+            try:
+                _turn_from_json(raw)
+            except InvalidInputError as exc:
+                bad.append((int(seq), str(exc)))
+        return bad
+
+    # ------------------------------------------------------------------ export / import (records side)
+    @property
+    def embedder_name(self) -> str:
+        """The embedder the store was built with (an import of another one is refused)."""
+        return str(self._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0])
+
+    def export_entries(self, user_id: str | None = None) -> Iterator[Entry]:
+        """Every entry (of ``user_id``, or all) in insertion order, validity filled."""
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+        rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params)
+        for start in range(0, len(rows), 500):
+            chunk = [row_to_entry(row) for row in rows[start : start + 500]]
+            self._fill_validity(chunk)
+            yield from chunk
+
+    def export_table(self, kind: str, user_id: str | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one exported record kind (see :data:`EXPORT_TABLES`), in a stable order."""
+        table, columns, order = EXPORT_TABLES[kind]
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+        return self._read(f"SELECT {columns} FROM {table} {where} ORDER BY {order or 'rowid'}", params)
+
+    def held_ids(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` that this store already holds (all users)."""
+        out: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            out += [r[0] for r in self._read(f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
+                                             chunk)]
+        return out
+
+    def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]:
+        """Write checked import records in one transaction; returns the new entries
+        (seq set), which the caller indexes."""
+        entries: list[Entry] = []
+        with self._tx() as db:
+            for kind, item in plan:
+                if kind == "entry":
+                    self._insert_entry(db, item)
+                    entries.append(item)
+                elif kind == "stat":
+                    user_id, key, value = item
+                    row = db.execute("SELECT value FROM stats WHERE user_id = ? AND key = ?",
+                                     (user_id, key)).fetchone()
+                    if row is not None and int(row[0]) + value > 2**63 - 1:
+                        raise InvalidInputError(f"stat {key}", "the sum with the stored counter overflows 64 bits")
+                    self._bump(db, user_id, {key: value})
+                else:
+                    db.execute(_IMPORT_SQL[kind], item)
+            # The message view is derived from the entries: made here, as the commit makes it.
+            insert_messages(db, message_rows(entries))
+        return entries
+
+    def _insert_entry(self, db: sqlite3.Connection, entry: Entry) -> None:
+        cur = db.execute(
+            "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
+            "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _entry_params(entry),
+        )
+        entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
+        db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                   (entry.seq, _scope_tokens(entry), _fts_body(entry)))
 
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         for e in entries:
