@@ -22,6 +22,7 @@ from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .memory import AriadneMemory
 from .models import Entry, Scope, Turn, UpdateEdge
+from .storage_view import StorageView
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,7 @@ __all__ = [
     "OpenAIEmbedder",
     "RuleExtractor",
     "Scope",
+    "StorageView",
     "StoreError",
     "TorchMiniLMEmbedder",
     "Turn",

@@ -26,6 +26,7 @@ from .files import atomic_open
 from .ingest import Ingestor
 from .limits import load_json
 from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
+from .storage_view import StorageView
 from .store import Store
 
 if TYPE_CHECKING:
@@ -93,10 +94,10 @@ class AriadneMemory:
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
+        self._store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
                            chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
                            lock_timeout=lock_timeout)
-        self._ingest = Ingestor(self.store, self.embedder, self.config, extractor)
+        self._ingest = Ingestor(self._store, self.embedder, self.config, extractor)
         self._write_lock = threading.RLock()
         self._llm = llm
         self._llm_checked = llm is not None
@@ -116,13 +117,13 @@ class AriadneMemory:
                 without writing (a read-only command); the turns stay pending, durable,
                 for the next ``flush`` or ``close``.
         """
-        if self.store.closed:
+        if self._store.closed:
             return
         try:
             if flush:
                 self.flush()
         finally:
-            self.store.close()
+            self._store.close()
 
     @property
     def extractor(self) -> Extractor:
@@ -136,7 +137,16 @@ class AriadneMemory:
     @property
     def path(self) -> Path:
         """The store's directory (a temporary one for an ephemeral memory)."""
-        return self.store.path
+        return self._store.path
+
+    @property
+    def storage(self) -> StorageView:
+        """A read-only view of the storage: pending turns, each index searched alone, vector
+        counts and export records (see :class:`~ariadnemem_core.storage_view.StorageView`).
+
+        For benchmarks, diagnostics and tests; the store object itself is private.
+        """
+        return StorageView(self._store)
 
     # ------------------------------------------------------------------ writes
     def add(
@@ -187,7 +197,7 @@ class AriadneMemory:
             return 0
         with self._write_lock:
             # One transaction: the turns and their count are stored together or not at all.
-            self.store.add_pending(scope, batch)
+            self._store.add_pending(scope, batch)
             try:
                 self._ingest.process(scope, full_only=True)
             except Exception as exc:  # the turns are durable: the batch is accepted
@@ -207,7 +217,7 @@ class AriadneMemory:
                 never be processed is quarantined instead (see :meth:`doctor`).
         """
         with self._write_lock:
-            scopes = {s for _, s, _ in self.store.pending()}
+            scopes = {s for _, s, _ in self._store.pending()}
             errors: list[BaseException] = []
             for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
                 try:
@@ -234,7 +244,7 @@ class AriadneMemory:
         Returns:
             The entries, embeddings included.
         """
-        return self.store.entries(Scope(user_id, agent_id, session_id))
+        return self._store.entries(Scope(user_id, agent_id, session_id))
 
     def get(self, entry_id: str, *, user_id: str = "default") -> Entry:
         """One entry by id, in ``user_id``'s memory.
@@ -250,7 +260,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
-        found = self.store.get([entry_id], user_id)
+        found = self._store.get([entry_id], user_id)
         if entry_id not in found:
             raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
         return found[entry_id]
@@ -264,7 +274,7 @@ class AriadneMemory:
         Returns:
             The update edges (LINKs recorded by coarsening).
         """
-        return self.store.edges(user_id)
+        return self._store.edges(user_id)
 
     def history(self, entry_id: str, *, user_id: str = "default") -> list[Entry]:
         """The update chain through ``entry_id``, oldest state first.
@@ -280,7 +290,7 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         entry = self.get(entry_id, user_id=user_id)
-        edges = self.store.edges(entry.user_id)
+        edges = self._store.edges(entry.user_id)
         preds: dict[str, str] = {}
         succs: dict[str, str] = {}
         for e in edges:
@@ -295,7 +305,7 @@ class AriadneMemory:
         while chain[-1] in succs and succs[chain[-1]] not in seen:
             chain.append(succs[chain[-1]])
             seen.add(chain[-1])
-        found = self.store.get(chain, entry.user_id)
+        found = self._store.get(chain, entry.user_id)
         return [found[i] for i in chain if i in found]
 
     def users(self) -> dict[str, int]:
@@ -304,7 +314,7 @@ class AriadneMemory:
         Returns:
             User id -> entry count, sorted by user id.
         """
-        return self.store.users()
+        return self._store.users()
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ...
@@ -315,7 +325,7 @@ class AriadneMemory:
         Returns:
             Counter name -> value; every known counter is present (0 when nothing happened).
         """
-        return self.store.stats(user_id)
+        return self._store.stats(user_id)
 
     # ------------------------------------------------------------------ lifecycle
     def delete(self, entry_id: str, *, user_id: str = "default") -> None:
@@ -329,7 +339,7 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         with self._write_lock:
-            if not self.store.delete(entry_id, user_id):
+            if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
     def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
@@ -344,12 +354,12 @@ class AriadneMemory:
             How many entries were removed.
         """
         with self._write_lock:
-            return self.store.forget(Scope(user_id, agent_id, session_id))
+            return self._store.forget(Scope(user_id, agent_id, session_id))
 
     def clear(self) -> None:
         """Delete everything, for every user."""
         with self._write_lock:
-            self.store.clear()
+            self._store.clear()
 
     def doctor(self, *, repair: bool = True) -> dict[str, Any]:
         """Check the store and repair what can be repaired (see :meth:`Store.doctor`):
@@ -365,7 +375,7 @@ class AriadneMemory:
             quarantined row (kind, scope, reason).
         """
         with self._write_lock:
-            return self.store.doctor(repair=repair)
+            return self._store.doctor(repair=repair)
 
     def export(self, path: str | Path, *, user_id: str | None = None) -> int:
         """Write the whole memory, or one user's part of it, to a JSONL file (embeddings
@@ -402,7 +412,7 @@ class AriadneMemory:
         n = 0
         try:
             with self._write_lock, (open(target, "w", encoding="utf-8") if special else atomic_open(target)) as fh:
-                for row in self.store.export_rows(user_id):
+                for row in self._store.export_rows(user_id):
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n += 1
         except OSError as exc:
@@ -426,11 +436,12 @@ class AriadneMemory:
             StoreError: another embedder's export, or entries this memory already holds.
         """
         with self._write_lock:
-            return self.store.import_rows(read_export_lines(path))
+            return self._store.import_rows(read_export_lines(path))
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
-                 session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
+                 session_id: str | None = None, query_vector: np.ndarray | None = None,
+                 config: Config | None = None) -> EvidenceGraph:
         """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
 
         The query is cleaned like turn text (control characters stripped, lone surrogates
@@ -444,6 +455,10 @@ class AriadneMemory:
             agent_id: only this agent's memories.
             session_id: only this session's memories.
             query_vector: the query's embedding, when the caller has it already.
+            config: read-path settings for this call only (default: the memory's). An
+                ablation or a budget is compared on the same memory this way; the settings
+                the memory was *built* with (gate, extraction, coarsening) are not changed
+                by it.
 
         Returns:
             The evidence graph: facts in time order, typed edges, reasoning paths, and
@@ -452,7 +467,7 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
-        return build_evidence_graph(self.store, self.embedder, self.config, query,
+        return build_evidence_graph(self._store, self.embedder, config or self.config, query,
                                     Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:

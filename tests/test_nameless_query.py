@@ -67,10 +67,11 @@ def test_the_nameless_question_draws_its_own_candidates(make_memory) -> None:
     mem.flush()
     question = "What workshop did Caroline attend?"
     qvec, nameless = mem.embedder.embed([question, without_persons(question, {"caroline"})])
-    persons = mem.store.known_persons("u")
+    # One read-path stage on its own: it takes the (private) store.
+    persons = mem._store.known_persons("u")
 
     def drawn(*vectors) -> list[str]:
-        cands, _ = hybrid_search(mem.store, Scope("u"), question, *vectors[:1], mem.config, persons, *vectors[1:])
+        cands, _ = hybrid_search(mem._store, Scope("u"), question, *vectors[:1], mem.config, persons, *vectors[1:])
         return [t for c in cands if c.dense_rank is not None for t in c.entry.source_turn_ids]
 
     assert drawn(qvec) == ["f0"]  # one dense candidate: the name's

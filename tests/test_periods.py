@@ -67,8 +67,9 @@ def test_a_period_ends_before_the_first_moment_of_the_next(make_memory) -> None:
     assert period is not None
     qvec = mem.embedder.embed(["hobby"])[0]
     # The period's own candidates, before fusion: the one said at midnight of September is not one.
-    hits = [i for i, _ in _period_hits(mem.store, Scope("tim"), qvec, period, 10, set())]
-    assert [mem.store.get(hits, "tim")[i].source_turn_ids for i in hits] == [["aug"]]
+    # One read-path stage on its own: it takes the (private) store.
+    hits = [i for i, _ in _period_hits(mem._store, Scope("tim"), qvec, period, 10, set())]
+    assert [mem.get(i, user_id="tim").source_turn_ids for i in hits] == [["aug"]]
 
 
 def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:

@@ -47,11 +47,7 @@ def test_bridge_found_and_path_mined(make_memory):
     labels = {f.id: f.label for f in g.facts}
     line = f"{labels[ids['A']]} -> {labels[ids['B']]} -> {labels[ids['C']]}"
     assert "PATHS:" not in g.to_text()  # mined, not shown by default (Config.path_lines)
-    from ariadnemem_core.models import Scope
-    from ariadnemem_core.reasoning import build_evidence_graph
-
-    shown = build_evidence_graph(mem.store, mem.embedder, mem.config.replace(path_lines=True),
-                                 "Where are the painting lessons?", Scope("default"))
+    shown = mem.retrieve("Where are the painting lessons?", config=mem.config.replace(path_lines=True))
     assert f"PATHS:\n{line}" in shown.to_text()
 
 
@@ -155,7 +151,8 @@ def test_a_fact_updated_along_two_branches_shows_both_latest_states(make_memory)
     ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
     known = {(e.src, e.dst) for e in mem.edges()}
     missing = [UpdateEdge(ids["w1"], ids[t]) for t in ("w2", "w3") if (ids["w1"], ids[t]) not in known]
-    mem.store.commit_window(WindowCommit(Scope("default"), edges=missing))
+    # Set-up: edges coarsening did not find, committed straight to the private store.
+    mem._store.commit_window(WindowCommit(Scope("default"), edges=missing))
     assert {(ids["w1"], ids["w2"]), (ids["w1"], ids["w3"])} <= {(e.src, e.dst) for e in mem.edges()}
     g = mem.retrieve("What is my weekly writing target?")
     by_turn = {f.source_turn_ids[0]: f for f in g.facts}

@@ -51,7 +51,6 @@ from typing import Any
 
 from ..config import Config
 from ..evidence import EvidenceGraph
-from ..models import Scope
 from ..serialize import RELEVANCE_HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
@@ -142,8 +141,5 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
     if name == "turns":
         return dataclasses.replace(graph, group_by_turn=False, _text=None)
     if name in _RETRIEVE_AGAIN:
-        from ..reasoning import build_evidence_graph
-
-        cfg = _RETRIEVE_AGAIN[name](memory.config)
-        return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
+        return memory.retrieve(question, user_id=user_id, config=_RETRIEVE_AGAIN[name](memory.config))
     raise ValueError(f"unknown QA ablation {name!r}")
