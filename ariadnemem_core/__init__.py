@@ -22,6 +22,7 @@ from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .memory import AriadneMemory
 from .models import Entry, Scope, Turn, UpdateEdge
+from .serialize import quote
 from .storage_view import StorageView
 
 __version__ = "0.1.0"
@@ -53,4 +54,5 @@ __all__ = [
     "Turn",
     "UpdateEdge",
     "__version__",
+    "quote",
 ]

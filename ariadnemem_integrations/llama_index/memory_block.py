@@ -28,7 +28,6 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 
 from ariadnemem_core import EvidenceGraph
-from ariadnemem_core.tokens import count_tokens
 
 from .._compat import astore_turns, make_turn, scope_kwargs
 
@@ -79,14 +78,14 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
         graph = self._graphs.get(content) if isinstance(content, str) and content else None
         if graph is None or tokens_to_truncate <= 0:
             return None if graph is None else content
-        target = count_tokens(content) - tokens_to_truncate
+        target = graph.token_count() - tokens_to_truncate  # content is graph.to_text()
         drop: set[str] = set()
         for group in graph.truncation_order():
             drop |= group
             if len(drop) >= len(graph.facts):
                 return None
             smaller = graph.without(drop)
-            if count_tokens(smaller.to_text()) <= target:
+            if smaller.token_count() <= target:
                 return self._remember(smaller)
         return None
 
