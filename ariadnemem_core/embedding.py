@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ import numpy as np
 
 from . import minilm_onnx
 from .errors import EmbeddingError
+from .text import words
 
 
 @runtime_checkable
@@ -272,9 +272,6 @@ class TorchMiniLMEmbedder(_CachedEmbedder):
         return vectors.astype(np.float32)
 
 
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
 class HashEmbedder:
     """A dependency-free bag-of-words embedder (feature hashing of unigrams and bigrams).
 
@@ -288,8 +285,8 @@ class HashEmbedder:
 
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
-        words = _TOKEN.findall(text.lower())
-        grams = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        tokens = words(text)
+        grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         for gram in grams:
             digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
             h = int.from_bytes(digest, "little")
