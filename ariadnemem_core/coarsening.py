@@ -561,12 +561,6 @@ class Surroundings:
         self._turn = tuple(turn)
         self._previous = tuple(previous)
 
-    @classmethod
-    def of_text(cls, context: str) -> Surroundings:
-        """From plain text: the turn before, then (after the last newline) the own turn."""
-        before, _, own = context.rpartition("\n")
-        return cls([Entry("", own)], [Entry("", before)])
-
     @functools.cached_property
     def turn_strong(self) -> bool:
         """A change word governs a value in the own turn."""

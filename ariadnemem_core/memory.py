@@ -24,8 +24,8 @@ from .errors import AriadneMemError, ExtractionError, InvalidInputError, NotFoun
 from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
-from .limits import load_json
-from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
+from .limits import load_json, replace_surrogates
+from .models import Entry, Scope, Turn, UpdateEdge, clean_text
 from .storage_view import StorageView
 from .store import Store
 
@@ -612,7 +612,7 @@ def _check_query(query: Any) -> str:
     text: str = query.strip()
     if len(text) > MAX_QUERY_CHARS:
         text = text[-MAX_QUERY_CHARS:]
-    text = _SURROGATE.sub("\ufffd", clean_text(text)).strip()
+    text = replace_surrogates(clean_text(text)).strip()
     if not text:
         raise InvalidInputError("query", "is empty or whitespace only")
     return text

@@ -352,15 +352,6 @@ def _person_position(text: str, start: int, end: int, possessive: bool) -> bool:
     return _AFTER_PERSON_RE.match(text.lower(), end) is not None if end < len(text) else False
 
 
-def persons_and_entities(text: str, participants: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """Persons and named entities among the capitalized phrases of a normalized text.
-
-    See :func:`scan_names`; this drops the surface forms.
-    """
-    persons, entities, _ = scan_names(text, participants)
-    return persons, entities
-
-
 def scan_names(text: str, participants: Mapping[str, str] | None = None
                ) -> tuple[list[str], list[str], set[str]]:
     """(persons, entities, lowercased surface words of the persons) of a normalized text.

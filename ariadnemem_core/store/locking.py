@@ -170,8 +170,6 @@ class Guarded:
                     self._db.execute("ROLLBACK")
                 raise
 
-    CACHE_SIZE = 4096
-
     def _fresh_cache(self) -> OrderedDict[tuple[Any, ...], Any]:
         """The read cache, emptied first if any process wrote since it was filled."""
         gen = self._generation()

@@ -420,11 +420,6 @@ class Records(Guarded):
             )
         self._bump(db, scope.user_id, commit.stats)
 
-    def bump_stats(self, user_id: str, deltas: dict[str, int]) -> None:
-        """Add ``deltas`` to the user's counters (see :data:`STAT_KEYS`)."""
-        with self._tx() as db:
-            self._bump(db, user_id, deltas)
-
     @staticmethod
     def _bump(db: sqlite3.Connection, user_id: str, deltas: dict[str, int]) -> None:
         db.executemany(

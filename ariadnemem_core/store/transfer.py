@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, StoreError
-from ..limits import _SURROGATE, MAX_TEXT_CHARS, check_entry, check_int, check_name
+from ..limits import MAX_TEXT_CHARS, SURROGATE, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
 from .records import ENTRY_COLUMNS, SCHEMA_VERSION, _entry_params, _fts_body, _scope_tokens, row_to_entry
 
@@ -150,7 +150,7 @@ def _check_mention(row: dict[str, Any], where: str) -> tuple[Any, ...]:
 
 def _check_attribute(row: dict[str, Any], where: str) -> tuple[Any, ...]:
     value = _field(row, "value", where)
-    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or _SURROGATE.search(value):
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or SURROGATE.search(value):
         raise InvalidInputError(f"{where}.value", "expected a string of valid Unicode within the text limit")
     return (_name(row, "user_id", where), _name(row, "subject", where), _name(row, "attribute", where), value,
             _name(row, "entry_id", where), _number(row, "ts", where, optional=True))
