@@ -20,9 +20,9 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
+from cachetools import LRUCache
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
@@ -54,7 +54,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
     )
     flush: bool = Field(default=True, description="Extract stored turns right away.")
 
-    _graphs: OrderedDict[str, EvidenceGraph] = PrivateAttr(default_factory=OrderedDict)
+    _graphs: LRUCache[str, EvidenceGraph] = PrivateAttr(default_factory=lambda: LRUCache(maxsize=_GRAPH_CACHE))
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = _latest_user_text(messages or [])
@@ -91,10 +91,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
 
     def _remember(self, graph: EvidenceGraph) -> str:
         text = graph.to_text()
-        self._graphs[text] = graph
-        self._graphs.move_to_end(text)
-        while len(self._graphs) > _GRAPH_CACHE:
-            self._graphs.popitem(last=False)
+        self._graphs[text] = graph  # the least recently used graph leaves when full
         return text
 
     def _scope(self) -> dict[str, Any]:
