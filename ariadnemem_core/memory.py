@@ -95,8 +95,8 @@ class AriadneMemory:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
         self._store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
-                           chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
-                           lock_timeout=lock_timeout)
+                            chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
+                            lock_timeout=lock_timeout)
         self._ingest = Ingestor(self._store, self.embedder, self.config, extractor)
         self._write_lock = threading.RLock()
         self._llm = llm
