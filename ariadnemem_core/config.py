@@ -154,6 +154,20 @@ class Config:
     #: second query embedding and twice the dense candidates, latency bench warm p50
     #: 10.4 -> 12.8 ms.
     nameless_query_weight: float = 0.5
+    #: ADDITION: messages drawn by the message channel (0: off): the question is matched
+    #: against whole messages as a flat search over the log would be (dense over each
+    #: message's mean entry vector + BM25 over its words, ``store.message_index`` /
+    #: ``message_lexical``), and each of the ``k_messages`` best messages joins the
+    #: candidates through its entry most similar to the question, scored at least as the
+    #: message matched. Why: whatever a flat search would show must be reachable by the
+    #: memory, so the graph can only spend the same budget better.
+    k_messages: int = 10
+    #: ADDITION: the message floor, as a share of the token budget (0: off): the messages a
+    #: flat hybrid search over the log would show in that share are shown first, each
+    #: through its fact most similar to the question (so at most the tokens flat spends
+    #: on it); the graph spends what is left. Why: flat retrieval must be a floor the
+    #: memory cannot fall below.
+    message_floor: float = 1.0
     #: Weight of the max-normalized BM25 score added to a candidate's cosine.
     lexical_weight: float = 0.15
     #: Score multiplier for candidates that contain none of the query's entities.
@@ -291,7 +305,7 @@ class Config:
     def __post_init__(self) -> None:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
-        for name in ("lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
+        for name in ("message_floor", "lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
                      "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped",
                      "nameless_query_weight"):
             value = getattr(self, name)
@@ -315,8 +329,8 @@ class Config:
             raise ConfigError("min_nodes must not exceed max_nodes")
         if not 0 <= self.bridge_min_gap_s <= self.bridge_max_gap_s:
             raise ConfigError("need 0 <= bridge_min_gap_s <= bridge_max_gap_s")
-        if self.k_period < 0 or self.period_bonus < 0:
-            raise ConfigError("need k_period >= 0 and period_bonus >= 0")
+        if min(self.k_messages, self.k_period) < 0 or self.period_bonus < 0:
+            raise ConfigError("need k_messages >= 0, k_period >= 0 and period_bonus >= 0")
         if self.fact_order not in FACT_ORDERS:
             raise ConfigError(f"fact_order must be one of {', '.join(FACT_ORDERS)}, got {self.fact_order!r}")
         if self.delta_short_s < 0 or self.delta_time_s < 0:

@@ -290,13 +290,15 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         entry = self.get(entry_id, user_id=user_id)
-        edges = self._store.edges(entry.user_id)
+        edges = [e for e in self._store.edges(entry.user_id) if e.kind == "update"]
+        # Each state's successor is its ``superseded_by`` (the earliest newer state, as
+        # entries() reports it), so the chain and every entry's valid-until agree.
+        sources = self._store.get({e.src for e in edges}, entry.user_id)
+        succs = {i: e.superseded_by for i, e in sources.items() if e.superseded_by}
         preds: dict[str, str] = {}
-        succs: dict[str, str] = {}
         for e in edges:
-            if e.kind == "update":
+            if succs.get(e.src) == e.dst:
                 preds.setdefault(e.dst, e.src)
-                succs.setdefault(e.src, e.dst)
         chain = [entry_id]
         seen = {entry_id}
         while chain[0] in preds and preds[chain[0]] not in seen:
@@ -442,7 +444,7 @@ class AriadneMemory:
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
                  session_id: str | None = None, query_vector: np.ndarray | None = None,
                  config: Config | None = None) -> EvidenceGraph:
-        """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
+        """The query's connected evidence graph (no LLM call). See :mod:`.reasoning`.
 
         The query is cleaned like turn text (control characters stripped, lone surrogates
         replaced with U+FFFD since it is never stored) and cut to its last
@@ -455,10 +457,9 @@ class AriadneMemory:
             agent_id: only this agent's memories.
             session_id: only this session's memories.
             query_vector: the query's embedding, when the caller has it already.
-            config: read-path settings for this call only (default: the memory's). An
-                ablation or a budget is compared on the same memory this way; the settings
-                the memory was *built* with (gate, extraction, coarsening) are not changed
-                by it.
+            config: read-path settings for this call only (a tighter budget, a stage
+                switched off for an ablation); the memory's own ``config`` otherwise.
+                What was stored is not changed by it.
 
         Returns:
             The evidence graph: facts in time order, typed edges, reasoning paths, and

@@ -106,7 +106,7 @@ def without_update_markers(graph: EvidenceGraph) -> EvidenceGraph:
     """The graph with every fact but no update edges, so no fact is marked as superseded or latest."""
     facts = [dataclasses.replace(f, superseded_by=None) for f in graph.facts]
     edges = [e for e in graph.edges if e[2] != "update"]
-    return dataclasses.replace(graph, facts=facts, edges=edges, _text=None)
+    return dataclasses.replace(graph, facts=facts, edges=edges)
 
 
 #: Ablations that retrieve again from the same store, and the config they retrieve with.
@@ -139,7 +139,7 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
     if name == "flat":
         return FlatFacts(graph)
     if name == "turns":
-        return dataclasses.replace(graph, group_by_turn=False, _text=None)
+        return dataclasses.replace(graph, group_by_turn=False)
     if name in _RETRIEVE_AGAIN:
         return memory.retrieve(question, user_id=user_id, config=_RETRIEVE_AGAIN[name](memory.config))
     raise ValueError(f"unknown QA ablation {name!r}")

@@ -44,6 +44,7 @@ from .records import (
     WindowCommit,
     _scope_sql,
     _turn_from_json,
+    delete_messages,
     fts_query,
     scope_token,
 )
@@ -246,6 +247,7 @@ class Store(Records, DenseIndex):
             db.execute(sql, params)
             sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
             db.execute(sql, params)
+            delete_messages(db, scope.user_id, scope=scope)
             if scope.agent_id is None and scope.session_id is None:
                 db.execute("DELETE FROM stats WHERE user_id = ?", (scope.user_id,))
                 db.execute("DELETE FROM edges WHERE user_id = ?", (scope.user_id,))
@@ -269,7 +271,7 @@ class Store(Records, DenseIndex):
         users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
         with self._tx() as db:
             for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
-                          "stats", "tombstones", "entries_fts"):
+                          "stats", "tombstones", "entries_fts", "messages", "messages_fts"):
                 db.execute(f"DELETE FROM {table}")
         with self._lock:
             for user_id in users:
@@ -293,7 +295,8 @@ class Store(Records, DenseIndex):
         Returns:
             ``entries`` checked, ``bad_entries`` found (id, reason), ``bad_pending``
             found, the reconcile counts (``reindexed``, ``removed``, ``rebuilt_users``,
-            ``quarantined_now``), ``drifted_users`` and every ``quarantined`` row.
+            ``quarantined_now``), ``drifted_users``, every ``quarantined`` row and, after a
+            repair, how many ``messages`` the rebuilt message view holds.
         """
         bad = self.bad_entries()
         report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],
@@ -315,6 +318,9 @@ class Store(Records, DenseIndex):
                     self.quarantine_pending(bad_pending)
                     counts["quarantined"] += len(bad_pending)
                 counts = {k: counts[k] + v for k, v in self.reconcile().items()}
+                # Derived from the entries: rebuilt whole (a store written before the message
+                # view existed gets it here; a quarantined entry leaves it).
+                report["messages"] = self.rebuild_messages()
         report.update({k: v for k, v in counts.items() if k != "quarantined"})
         report["quarantined_now"] = counts["quarantined"]
         report["quarantined"] = self.quarantined()

@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInputError, StoreError
 from ..limits import MAX_TEXT_CHARS, SURROGATE, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
-from .records import ENTRY_COLUMNS, SCHEMA_VERSION, _entry_params, _fts_body, _scope_tokens, row_to_entry
+from .records import (
+    ENTRY_COLUMNS,
+    SCHEMA_VERSION,
+    _entry_params,
+    _fts_body,
+    _scope_tokens,
+    insert_messages,
+    message_rows,
+    row_to_entry,
+)
 
 if TYPE_CHECKING:
     from . import Store
@@ -256,6 +265,8 @@ def _write_rows(store: Store, plan: list[tuple[str, Any]]) -> int:
             elif kind == "pending":
                 db.execute("INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
                            item)
+        # The message view is derived from the entries: made here, as the commit makes it.
+        insert_messages(db, message_rows(entries))
     if entries:
         store._index(entries)
     return len(entries)
