@@ -132,6 +132,8 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"(?<=\bat )\d{1,2}\b(?![\d:]|[.,]\d|\s*(?:%|[a-z]))")),
     ("phone", re.compile(r"(?<![\w-])\+?\d[\d ()-]{5,}\d(?![\w-])")),
     ("money", re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?[km]\b)?|\b\d[\d,.]*\s?(?:k|dollars|euros|pounds|bucks|usd|eur)\b")),
+    # a version ("v5.3.0", "5.3.1", "v18"): one value however it is written
+    ("version", re.compile(r"\bv\d+(?:\.\d+)*\b|\b\d+\.\d+\.\d+\b")),
     ("number", re.compile(r"#?\b\d+(?:[.,]\d+)*\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
                           r"eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|dozen)\b")),
 )
@@ -148,7 +150,7 @@ _CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed
                 r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
                 r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
                 r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
-_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till|through) "
+_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till|through) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
     r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
@@ -207,7 +209,11 @@ _LIGHT = frozenset(
     "again today tomorrow tonight yesterday week weekend month year day days time times thing things "
     "good great nice big small news update updated change changed switch switched moved move instead "
     "actually due set remind reminder let please thanks thank sure okay ok heads same usual usually "
-    "always next last first back plan plans planning morning evening afternoon night soon".split()
+    "always next last first back plan plans planning morning evening afternoon night soon "
+    # a request's own words ("the user is trying to ... and wants to make sure ..."): they
+    # frame what is asked, they name no slot
+    "try tries trying tried want wants wanted help helps helping assistant figure figuring trouble using "
+    "implement implementing implemented".split()
 )
 #: A statement that asks: opens on a question word or an auxiliary other than a polite
 #: request's modal ("Can you move it to 7:15?" asks for a value, so it states one).
@@ -238,6 +244,7 @@ class _Profile:
     again: bool
     question: bool
     strong: bool  # a change cue governing a value ("moved it to 3 pm", "rescheduled", "no longer")
+    governed: frozenset[str]  # value types a change verb's "to" introduces; "*": a cue of any value
     weak: bool  # "now", "from now on", "currently": a present state, not necessarily a new one
     replaced: frozenset[str]  # slot stems of "instead of Y": what the statement replaces
     new_slots: frozenset[str]  # "my new number": the slot a possessive "new" renews
@@ -254,6 +261,8 @@ _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s?([ap])?")
 def _normal(kind: str, value: str) -> str:
     """A value in a comparable form: "7:15 am" and "7:15" are one time, "7 pm" is 19:00."""
     value = re.sub(r"[\s,]+|\.$", "", value.lower())
+    if kind == "version":
+        return value.removeprefix("v")
     if kind == "date" and value.endswith("s") and value[:-1] in _CALENDAR:
         return value[:-1]  # "every Monday" and "Mondays" are one day
     if kind == "time" and (m := _CLOCK.match(value.replace(".", ""))):
@@ -317,6 +326,32 @@ def _value_follows(rest: str, named: set[str]) -> bool:
     if rest[0].isupper() or rest[0].isdigit() or rest[0] in "$€£¥#" or any(low.startswith(n) for n in named):
         return True
     return any(p.match(low) for _, p in _TYPED_VALUES)
+
+
+_QUANTITIES = frozenset({"date", "time", "money", "number", "version", "phone"})
+
+
+def _governed(text: str, named: set[str]) -> frozenset[str]:
+    """The value types a change verb governs in ``text`` ("reduced it to 300ms": number;
+    "upgraded to Node.js": name); "*" when a cue says a change by itself ("rescheduled",
+    "instead", "raised the rent"). A cue governing an amount says nothing of the tool or
+    place named beside it."""
+    if _STRONG_CUE.search(text):
+        return frozenset({"*"})
+    kinds: set[str] = set()
+    for m in _CHANGE_TO.finditer(text):
+        rest = text[m.end():]
+        low = rest.lower()
+        kind = next((k for k, p in _TYPED_VALUES if p.match(low)), None)
+        if kind is None and rest[:1].isdigit():
+            kinds |= _QUANTITIES  # a number, "the 5th", "300ms": some quantity, not a name
+        elif kind is None and _value_follows(rest, named):
+            kinds.add("name")
+            if rest[len(_capitalised(rest)):].lstrip()[:1].isdigit():
+                kinds |= _QUANTITIES  # "upgraded to Python 3.12": the name and its number
+        elif kind:
+            kinds.add(kind)
+    return frozenset(kinds)
 
 
 def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
@@ -408,6 +443,7 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
             and m.group().endswith("?")),
         strong=strong,
+        governed=_governed(original, named),
         weak=bool(_WEAK_CUE.search(text)),
         replaced=replaced,
         new_slots=frozenset(stem(w) for m in _NEW_SLOT.findall(text) for w in m.split()
@@ -445,6 +481,15 @@ def _document(text: str) -> bool:
 #: (an address is a number and a name: one fact).
 _COMPOUND_TYPES = 3
 _COMPOUND_VALUES = 5
+
+
+#: Slot words up to which a statement is one fact: "the team has 8 engineers", not "the user
+#: is optimizing the dashboard API response time, which was 800ms, by caching ...".
+_BRIEF_SLOTS = 8
+
+
+def _brief(p: _Profile) -> bool:
+    return len(p.slots) <= _BRIEF_SLOTS
 
 
 def _compound(p: _Profile) -> bool:
@@ -559,6 +604,12 @@ def llm_state(old: Entry, new: Entry) -> bool | None:
         return None
 
 
+#: Entries from which a turn is a long message rather than a remark: a change word somewhere
+#: in a long message ("upgraded", "moved to") is about one of its many sentences, and on
+#: user-assistant chat it lent a cue to most false links.
+_LENDING_TURN = 4
+
+
 class Surroundings:
     """What was said around a new entry: the turn before it and its own turn.
 
@@ -582,13 +633,14 @@ class Surroundings:
 
     @functools.cached_property
     def turn_strong(self) -> bool:
-        """A change word governs a value in the own turn."""
-        return any(_profile(e).strong for e in self._turn)
+        """A change word governs a value in the own turn, a brief one (:data:`_LENDING_TURN`)."""
+        return len(self._turn) <= _LENDING_TURN and any(_profile(e).strong for e in self._turn)
 
     @functools.cached_property
     def strong(self) -> bool:
-        """A change word governs a value in the turn before or in the own turn."""
-        return self.turn_strong or any(_profile(e).strong for e in self._previous)
+        """A change word governs a value in the turn before or in the own turn (brief ones)."""
+        return self.turn_strong or (len(self._previous) <= _LENDING_TURN
+                                    and any(_profile(e).strong for e in self._previous))
 
     @functools.cached_property
     def turn_slots(self) -> frozenset[str]:
@@ -599,6 +651,11 @@ class Surroundings:
     def ended(self) -> tuple[str, ...]:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
         return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
+
+    @property
+    def turn_entries(self) -> tuple[Entry, ...]:
+        """The entries of the own turn."""
+        return self._turn
 
     @functools.cached_property
     def turn_ended(self) -> tuple[str, ...]:
@@ -727,9 +784,11 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     pa, pb = _profile(old), _profile(new)
     around = around or Surroundings()
     # "instead of Y" is a change of the entry stating Y only.
-    own_strong = pb.strong or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in
-                                                            v.split()}))
     changed = changed_types(old, new)
+    # A change word counts for the value type it governs ("reduced it to 300ms" changes an
+    # amount, not the tool named beside it); one that says a change by itself counts for all.
+    own_strong = (pb.strong and ("*" in pb.governed or not changed or bool(pb.governed & set(changed)))) \
+        or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in v.split()}))
     retracted = _retracted(pa, around.ended + _ended_clauses(_statement(new)), changed)
     if co_true(old, new, changed=own_strong or bool(retracted)):
         return None
@@ -756,6 +815,15 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
         return None
     kind = changed[0]
+    if pb.strong and not own_strong and not retracted:
+        return None  # its change word governs another value: that one is what changed
+    if kind == "name" and not own_strong and not retracted \
+            and pa.values["name"] <= _clause_values(new, shared).get("name", pb.values["name"]):
+        # Every name of the old statement is said again: a tool, place or person added to
+        # the ones in use ("using Python and Flask" / "a REST API using Flask and Postgres"),
+        # not one replaced, unless a change word of this sentence says so ("switched from
+        # SQLite to PostgreSQL").
+        return None
     if (pa.episode or pb.episode) and not strong and "date" in changed:
         # A dated past event is not rescheduled by a later date unless the wording says so,
         # nor does it reschedule anything: it is an event of its own ("Nate has a tournament
@@ -775,13 +843,17 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     # must be what the changed value is *of*, not its unit or the rest of a long sentence
     # ("the budget is $4,000 per person" / "the flights came to $1,180 per person" share
     # "person" only as a rate). A change verb governing the new value names its object
-    # ("the first sprint got moved to March 31"): the old statement need only be about it.
+    # ("the first sprint got moved to March 31"): a brief old statement need only be about it.
     # A physical unit is one attribute of one subject when the wording marks a change ("I
     # weigh 82 kg" / "my weight is 78.5 kg now") at the same rate ("10 km a week" is not "a
     # 12 km hike"); a rate, a duration or a currency alone is not.
     measured = shared & _MEASURES if kind == "number" and cued and _rates(old) == _rates(new) else frozenset()
-    shared = shared & _attribute(old, None if own_strong else kind) & _attribute(new, kind)
+    shared = shared & _attribute(old, None if own_strong and _brief(pa) else kind) & _attribute(new, kind)
     if not shared and not retracted and not measured:
+        return None
+    if kind == "name" and len(shared) < 2 and not (_brief(pa) and _brief(pb)) and not retracted:
+        # Long statements naming other tools or places and sharing one word ("faster")
+        # share a topic, not an attribute.
         return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
@@ -795,6 +867,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         return f"{kind} changed, shared slot, governed" if own_strong or retracted else None
     if cued:
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
+    if not (_brief(pa) and _brief(pb)):
+        return None  # a long statement restated with another number is a progress report, not one fact
     if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
                                                                                   "email")):
         return f"{kind} changed, shared slot, close"
@@ -820,12 +894,6 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
         return None
     if bool(pb.new_slots & pa.slots) or (changed[0] in _CONTACTS and (own_strong or pb.weak)):
         return f"{changed[0]} changed, cue"
-    if changed[0] == "name" and (own_strong or pb.weak) and pa.subjects & pb.subjects:
-        # A named person's place, employer or school: "Sam started as a barista at Bean
-        # There" / "Sam is a junior developer at Finch Labs now". The person is what both
-        # statements are about, the name the value; a shared person as an object ("a meeting
-        # with Tom") or a shared month is no such link.
-        return "name changed, same subject, cue"
     if retracted:
         return f"{changed[0]} changed, retracted"
     if around.turn_strong and (pa.slots & around.turn_slots) - {stem(n) for n in names}:
@@ -833,19 +901,28 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
     return None
 
 
+#: Giving something up, with what was given up as its object ("quit coffee", "gave up on
+#: Todoist", "stopped taking the bus"); never negated ("not gonna give up on my dreams").
+_GIVEN_UP = re.compile(r"(?<!not )(?<!n't )(?<!never )\b(?:quit|gave up|given up|giving up|stopped|dropped|ditched|"
+                       r"got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
+                       r"drinking|eating|going to|playing|doing)\s+)*([a-z][\w-]*)", re.I)
+
+
 def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str]) -> str | None:
-    """A replacement with no typed value: the new turn says something the old statement named
-    has ended ("I quit coffee", "I gave up on Todoist", "we dropped Spanish") and the new
-    statement fills the same attribute with something else ("... and drink green tea in the
-    mornings now"). What was given up must be a word the old statement says holds and the new
-    turn (not the turn before) only names as ended; the attribute, a word both say outside an
-    ending clause."""
-    ended = around.turn_ended + _ended_clauses(_statement(new))
-    if not ended:
+    """A replacement with no typed value: the new turn gives up something the old statement
+    says holds ("I quit coffee", "I gave up on Todoist", "I stopped taking the bus") and the
+    new statement, marked as the present state ("now", "these days", "instead"), fills the
+    same attribute with something else ("... and drink green tea in the mornings now").
+    Only the own turn counts; the attribute is a word both say outside the giving up."""
+    pb = _profile(new)
+    if not (pb.weak or pb.current or "*" in pb.governed):
+        return None
+    texts = [_statement(e) for e in around.turn_entries] + [_statement(new)]
+    objects = frozenset(stem(m.group(1).lower()) for t in texts for m in _GIVEN_UP.finditer(t))
+    if not objects:
         return None
     held, live = _live_slots(old), _live_slots(new)
-    gone_words = frozenset(stem(w) for c in ended for w in letter_words(c))
-    gone = (held - live) & gone_words
+    gone = (held - live) & objects
     same = (held & live) - {stem(n) for n in names}
     return "state changed, given up" if gone and same and live - held else None
 
@@ -853,7 +930,8 @@ def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str
 def _live_slots(entry: Entry) -> frozenset[str]:
     """Slot words of the entry's clauses that end nothing: what it says holds."""
     return frozenset().union(*(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots
-                               for c in _CLAUSE.split(_statement(entry)) if not _ENDED.search(c)))
+                               for c in _CLAUSE.split(_statement(entry))
+                               if not _ENDED.search(c) and not _GIVEN_UP.search(c)))
 
 
 def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],
@@ -866,7 +944,7 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: fr
     the hospital" -> "came home"), or "these days" said of a habit ("I take my coffee black,
     always have" -> "these days I take it with oat milk")."""
     if not (len(shared) >= 2 and similarity >= config.lambda_link_untyped and pb.slots - shared
-            and pa.slots - shared and pa.sentences == 1 and pb.sentences == 1):
+            and pa.slots - shared and pa.sentences == 1 and pb.sentences == 1 and _brief(pa) and _brief(pb)):
         # With no typed value to point at, the whole statement is the value: only a single
         # fact can change it, never talk of several sentences.
         return None

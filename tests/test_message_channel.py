@@ -1,5 +1,6 @@
-"""The message view and the message channel: a question matched against whole messages,
-as a flat search over the log would match it (Config.k_messages)."""
+"""The message view and the message floor: a question matched against whole messages as a
+flat search over the log would match it, and what flat would show shown first
+(Config.message_floor)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ def _turns(graph) -> set[str]:
 def test_a_message_that_matches_only_as_a_whole_is_drawn(make_memory) -> None:
     mem = make_memory("whole", _knobs(), hashing=True)
     _fill(mem)
-    assert "ev" not in _turns(mem.retrieve(QUESTION, user_id="u", config=_knobs(k_messages=0)))
-    graph = mem.retrieve(QUESTION, user_id="u", config=_knobs(k_messages=2))
+    assert "ev" not in _turns(mem.retrieve(QUESTION, user_id="u", config=_knobs(message_floor=0.0)))
+    graph = mem.retrieve(QUESTION, user_id="u", config=_knobs(message_floor=1.0))
     assert "ev" in _turns(graph)
     # Drawn through its sentence most similar to the question, scored as the message matched.
     ev = [f for f in graph.facts if "ev" in f.source_turn_ids]
@@ -48,7 +49,7 @@ def test_a_message_that_matches_only_as_a_whole_is_drawn(make_memory) -> None:
 
 
 def test_another_users_message_is_never_drawn(make_memory) -> None:
-    mem = make_memory("tenancy", _knobs(k_messages=5), hashing=True)
+    mem = make_memory("tenancy", _knobs(message_floor=1.0), hashing=True)
     _fill(mem, "someone-else")
     mem.add([Turn("Ann", "Unrelated words about lunch.", T0, "mine")], user_id="u")
     mem.flush()
@@ -99,15 +100,17 @@ def test_an_import_carries_the_message_view(make_memory, tmp_path) -> None:
     a, b = _view(src), _view(dst)
     assert set(a) == set(b)
     assert all(np.allclose(a[t][1], b[t][1], atol=1e-6) for t in a)
-    cfg = _knobs(k_messages=2)
+    cfg = _knobs(message_floor=1.0)
     assert src.retrieve(QUESTION, user_id="u", config=cfg).to_text() == \
         dst.retrieve(QUESTION, user_id="u", config=cfg).to_text()
 
 
-def test_k_messages_is_validated() -> None:
-    with pytest.raises(ConfigError, match="k_messages"):
-        Config(k_messages=-1)
-    assert Config(k_messages=0).k_messages == 0
+def test_message_floor_is_validated() -> None:
+    with pytest.raises(ConfigError, match="message_floor"):
+        Config(message_floor=-0.1)
+    with pytest.raises(ConfigError, match="message_floor"):
+        Config(message_floor=1.5)
+    assert Config(message_floor=0.0).message_floor == 0.0
 
 
 def test_the_message_floor_shows_what_a_flat_search_would_show_first(make_memory) -> None:
@@ -117,7 +120,7 @@ def test_the_message_floor_shows_what_a_flat_search_would_show_first(make_memory
     topics = ["the garden", "my bike", "the new job", "our trip to Lisbon", "the piano", "my sister's wedding"]
     turns = [Turn("Ann" if i % 2 else "Bo", f"Talking about {topics[i % 6]} again, part {i}: it went fine.",
                   T0 + timedelta(hours=i), f"t{i}") for i in range(36)]
-    cfg = Config(token_budget=120)
+    cfg = Config(token_budget=120, message_floor=1.0)
     mem = make_memory("floor", cfg, hashing=True)
     mem.add(turns, user_id="u")
     mem.flush()

@@ -46,7 +46,7 @@ def test_a_named_period_brings_its_memories_into_the_graph_and_first(make_memory
     found = {}
     for name, knobs in {"off": {"k_period": 0}, "drawn": {"period_bonus": 0.0}, "on": {}}.items():
         # The period channel alone: no whole-message channel (it would draw "aug" too).
-        mem = make_memory(name, Config(k_sem=2, k_lex=1, k_messages=0, **knobs))
+        mem = make_memory(name, Config(k_sem=2, k_lex=1, message_floor=0.0, **knobs))
         mem.add(turns, user_id="tim")
         mem.add([Turn("Tim", "I started learning the violin.", at(8, 22), "other")], user_id="someone-else")
         mem.flush()
@@ -81,7 +81,7 @@ def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
     at = datetime(2023, 8, 10, tzinfo=UTC)
     turns = [Turn("Tim", text, at, f"t{i}") for i, text in enumerate(
         ["The piano is a new hobby of mine.", "I repaired the garden fence.", "We cooked a big paella."])]
-    mem = make_memory("crowded", Config(k_sem=1, k_lex=1, k_messages=0, relevance_floor=0.0), hashing=True)
+    mem = make_memory("crowded", Config(k_sem=1, k_lex=1, message_floor=0.0, relevance_floor=0.0), hashing=True)
     mem.add(turns, user_id="tim")
     mem.flush()
     question = "Which hobby did Tim pick up in August 2023?"

@@ -23,7 +23,7 @@ def bridge_memory(make_memory, gap_days: float, **cfg):
     """A: painting lessons (Zed); C: weekend lessons in Riga; B, between them in time, is
     about neither query word but shares Zed with A and Riga with C. No whole-message
     channel: with so few messages it would draw B as a terminal itself."""
-    config = Config(k_sem=2, k_lex=1, k_messages=0, **cfg)
+    config = Config(k_sem=2, k_lex=1, message_floor=0.0, **cfg)
     mem = make_memory(f"bridge{gap_days}", config, hashing=True)
     turns = [turn("Narrator", f, i * 7 * HOUR, f"f{i}") for i, f in enumerate(FILLER)]
     turns += [

@@ -13,8 +13,9 @@ of search is one more function here and one more ``Config`` entry.
 * ``lexical``: the ``k_lex`` best BM25 matches (SQLite FTS5).
 * ``period``: the ``k_period`` memories said within the day or month the question names
   that are most similar to it (``periods.py``).
-* ``messages``: the ``k_messages`` best whole messages, as a flat search over the log
-  would rank them, each through its entry most similar to the question.
+* ``messages``: the message floor: what a flat hybrid search over the log would show
+  in ``message_floor`` of the budget, each message through its entry most similar to the
+  question, pinned to be shown first.
 """
 
 from __future__ import annotations
@@ -98,19 +99,19 @@ K_RRF = 60
 
 
 def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
-    """Whole messages, each as ``(its entry most similar to the question, the message's
-    match)``: the ``k_messages`` best by match, and (``message_floor``) every message a
-    flat hybrid search over the log would show within the token budget, pinned in its
-    order (``Hit.pin``) so the budget shows them first.
+    """The message floor: the messages a flat hybrid search over the log would show in
+    ``message_floor`` x the room the budget leaves beside the text's header, in flat's
+    order, each as ``(its entry most similar to the question, the message's match)`` and
+    pinned (``Hit.pin``) so the budget shows them first.
 
-    A message matches as a flat search would score it: the cosine of its mean entry
-    vector (blended with the nameless question's, as for entries) plus ``lexical_weight`` x
-    its max-normalised BM25 over the message's words. The flat order is the flat hybrid
-    baseline's: reciprocal-rank fusion of the best :data:`MESSAGE_POOL` by cosine and by
-    BM25, filled greedily with whole messages (at flat's cost, ``[day] Speaker: text``)
-    into the room the budget leaves beside the text's header.
+    The flat order is the flat hybrid baseline's: reciprocal-rank fusion of the best
+    :data:`MESSAGE_POOL` messages by cosine (of the message view's mean entry vector,
+    blended with the nameless question's as for entries) and by BM25 over the message's
+    words, filled greedily with whole messages at flat's cost (``[day] Speaker: text``).
+    A message's match, its score as a candidate, is its cosine plus ``lexical_weight`` x
+    its max-normalised BM25.
     """
-    if not config.k_messages:
+    if config.message_floor <= 0 or config.token_budget is None:
         return []
     turn_ids, entry_ids, mat = store.message_index(q.scope)
     if not turn_ids:
@@ -122,34 +123,24 @@ def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list
     row_of: dict[str, int] = {}
     for i, t in enumerate(turn_ids):
         row_of.setdefault(t, i)
-    lex_hits = store.message_lexical(q.scope, q.text, max(MESSAGE_POOL, config.k_messages))
-    lex = {row_of[t]: score for t, score in lex_hits if t in row_of}
+    lex = {row_of[t]: score for t, score in store.message_lexical(q.scope, q.text, MESSAGE_POOL) if t in row_of}
     top_lex = max(lex.values(), default=0.0) or 1.0
-    k = min(max(MESSAGE_POOL, config.k_messages), len(turn_ids))
+    k = min(MESSAGE_POOL, len(turn_ids))
     dense_rows = sorted(np.argpartition(-sims, k - 1)[:k].tolist(), key=lambda i: (-sims[i], i))
-    match = {i: float(sims[i]) + config.lexical_weight * lex.get(i, 0.0) / top_lex for i in {*dense_rows, *lex}}
-    best = sorted(match, key=lambda i: (-match[i], i))[: config.k_messages]
-    flat = _rrf([dense_rows[:MESSAGE_POOL], list(lex)[:MESSAGE_POOL]]) if config.message_floor > 0 else []
-    members = store.get({e for i in {*best, *flat} for e in entry_ids[i]}, q.scope.user_id, cached=True)
-
-    def own(i: int) -> list[Entry]:
-        return [members[e] for e in entry_ids[i] if e in members and members[e].embedding is not None]
-
-    pins: dict[int, int] = {}
-    # Flat's fill of the room the graph's text has (the budget less its header).
-    room = (config.token_budget - overhead_cost()) * config.message_floor if config.token_budget is not None else 0
+    flat = _rrf([dense_rows, list(lex)])
+    members = store.get({e for i in flat for e in entry_ids[i]}, q.scope.user_id, cached=True)
+    room = (config.token_budget - overhead_cost()) * config.message_floor
     used = 0
-    for i in flat:
-        cost = _flat_cost(own(i))
-        if own(i) and used + cost <= room:
-            pins[i] = len(pins)
-            used += cost
     hits: list[Hit] = []
-    for i in dict.fromkeys([*pins, *best]):
-        group = own(i)
-        if group:
-            rep = max(group, key=lambda e: float(e.vector @ q.vector))
-            hits.append(Hit(rep.id, match.get(i, float(sims[i])), pins.get(i)))
+    for i in flat:
+        own = [members[e] for e in entry_ids[i] if e in members and members[e].embedding is not None]
+        cost = _flat_cost(own)
+        if not own or used + cost > room:
+            continue
+        used += cost
+        rep = max(own, key=lambda e: float(e.vector @ q.vector))
+        match = float(sims[i]) + config.lexical_weight * lex.get(i, 0.0) / top_lex
+        hits.append(Hit(rep.id, match, len(hits)))
     return hits
 
 
