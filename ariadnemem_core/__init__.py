@@ -22,6 +22,8 @@ from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .memory import AriadneMemory
 from .models import Entry, Scope, Turn, UpdateEdge
+from .serialize import quote
+from .storage_view import StorageView
 
 __version__ = "0.1.0"
 
@@ -46,9 +48,11 @@ __all__ = [
     "OpenAIEmbedder",
     "RuleExtractor",
     "Scope",
+    "StorageView",
     "StoreError",
     "TorchMiniLMEmbedder",
     "Turn",
     "UpdateEdge",
     "__version__",
+    "quote",
 ]

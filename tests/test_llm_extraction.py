@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -180,33 +181,40 @@ def test_no_turn_ever_dropped_across_all_cues(server: FakeOpenAIServer) -> None:
     server.queue(*cues * 3)
     ex = LLMExtractor(fake_client(server, timeout=0.3, max_retries=1))
     windows = [make_turns(4, start=4 * i, prefix=f"D{i}") for i in range(len(cues))]
-    results = ex.extract_many(windows, [ExtractionContext() for _ in windows], concurrency=4)
+    with ThreadPoolExecutor(max_workers=4) as pool:  # windows of several threads at once
+        results = list(pool.map(lambda w: ex.extract(w, ExtractionContext()), windows))
     for turns, entries in zip(windows, results, strict=True):
         assert_covered(entries, turns)
     s = ex.stats
     assert s["windows"] == len(cues) and s["llm_ok"] + s["fallback_windows"] == len(cues)
 
 
-def test_extract_many_is_bounded_and_ordered(server: FakeOpenAIServer) -> None:
+def test_one_extractor_serves_several_threads(server: FakeOpenAIServer) -> None:
+    """Ingest of several scopes at once shares one extractor: calls overlap, and each
+    window gets its own entries and every counter is kept."""
     server.default = lambda body: (__import__("time").sleep(0.05) or 200,
                                    __import__("json").dumps(server.good_json(body)))
-    ex = LLMExtractor(fake_client(server), concurrency=3)
+    ex = LLMExtractor(fake_client(server))
     windows = [make_turns(3, start=3 * i, prefix=f"W{i}") for i in range(9)]
-    results = ex.extract_many(windows)
-    assert len(results) == 9
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(ex.extract, windows))
     for turns, entries in zip(windows, results, strict=True):
         assert_covered(entries, turns)
     assert 1 < server.max_in_flight <= 3
+    assert ex.stats["windows"] == 9 and ex.stats["llm_ok"] == 9
 
 
-def test_aextract_many_concurrent(server: FakeOpenAIServer) -> None:
+def test_aextract_concurrent_windows(server: FakeOpenAIServer) -> None:
     server.queue("invalid", "500", "500", "500", "500")
-    ex = LLMExtractor(fake_client(server), concurrency=4)
+    ex = LLMExtractor(fake_client(server))
     windows = [make_turns(5, start=5 * i, prefix=f"A{i}") for i in range(10)]
-    results = asyncio.run(ex.aextract_many(windows, ExtractionContext()))
+
+    async def run() -> list[list[Entry]]:
+        return list(await asyncio.gather(*(ex.aextract(w, ExtractionContext()) for w in windows)))
+
+    results = asyncio.run(run())
     for turns, entries in zip(windows, results, strict=True):
         assert_covered(entries, turns)
-    assert server.max_in_flight <= 4
     assert ex.stats["windows"] == 10
     assert ex.client.usage["calls"] >= 10
 

@@ -215,7 +215,7 @@ def run_hostile_imports(cases: int = 300, seed: int = 0) -> dict[str, Any]:
         with _memory(f"{d}/src") as src:
             src.add([Turn("Ana", "Ana likes kayaks."), Turn("Ana", "Ana lives in Porto."), Turn("Ana", "Pending.")],
                     user_id="ana")
-            base = list(src.store.export_rows())
+            base = list(src.storage.export_rows())
         with _memory(f"{d}/dst") as dst:
             dst.add([Turn("Zoe", "Zoe plays the cello."), Turn("Zoe", "Zoe swims.")], user_id="zoe")
             dst.flush()
@@ -258,7 +258,7 @@ def run_hostile_imports(cases: int = 300, seed: int = 0) -> dict[str, Any]:
                     mem.flush()
                     mem.retrieve("What does Zoe play?", user_id="zoe")
                     mem.export(Path(d) / "check.jsonl")
-                    if mem.store.pending():
+                    if mem.storage.pending():
                         unusable += 1
             except Exception:
                 unusable += 1

@@ -52,7 +52,8 @@ def locomo(
         "--conversations", help="Sample ids, comma-separated (default: all).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/locomo"),
     ablate: Annotated[list[str] | None, typer.Option(
-        "--ablate", help="Extra systems with a component off: gating,coarsening,bridges,paths,fastpaths.")] = None,
+        "--ablate",
+        help="Extra systems with a component off: gating,low_info_gate,coarsening,bridges,paths,fastpaths.")] = None,
     store: Annotated[str | None, typer.Option(
         "--store", help="Keep each system's memory under DIR/<system> (reused by later runs), or in a "
                         "postgresql:// database (one schema per system).")] = None,

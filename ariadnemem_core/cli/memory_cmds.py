@@ -119,7 +119,7 @@ def add(
             users[uid].update(entries=after["entries"], pending_turns=after.get("pending_turns", 0))
         summary = {"file": str(file), "turns": total, "seconds": round(seconds, 3),
                    "turns_per_s": round(total / seconds, 1) if seconds > 0 else None,
-                   "store": mem.location, "dense_index": mem.store.dense_location, "users": users}
+                   "store": mem.location, "dense_index": mem.storage.dense_location, "users": users}
     if as_json:
         emit_json(summary)
         return
@@ -331,7 +331,7 @@ def stats(
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         counters = mem.stats(user)
         users = mem.users()
-        info = {"store": mem.location, "dense_index": mem.store.dense_location}
+        info = {"store": mem.location, "dense_index": mem.storage.dense_location}
     if as_json:
         emit_json(info | {"user": user, "counters": counters, "users": users if user is None else None})
         return

@@ -160,10 +160,12 @@ class RuleExtractor:
 
     One entry per turn, in input order: the memory gates each turn on its entries' vector
     and reuses these embeddings by text for an LLM extractor's output, so the entry text is
-    exactly :meth:`restate` of the turn (with the other party from :func:`other_party_for`).
+    exactly the turn's restatement (with the other party from :func:`other_party_for`).
     The restatement is lossless (every word of the turn is kept) but context-independent:
-    pronouns resolved to names, relative time grounded to absolute dates, an attached image
-    caption folded in, and the speaker named.
+    pronouns resolved to names ("I'm at the park with my kids" said by Melanie becomes
+    "Melanie is at the park with Melanie's kids"), relative time grounded to absolute
+    dates, an attached image caption folded in (" [shared image: ...]"), and the speaker
+    named ("Caroline: That's awesome!" when the grounded text does not name her).
 
     ``split_sentences=True`` instead gives one entry per content sentence (a sentence that
     opens on "it"/"that"/... stays with the one before it; chit-chat sentences are left
@@ -193,17 +195,6 @@ class RuleExtractor:
                 out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=True))
             history.append(turn)
         return out
-
-    def restate(self, turn: Turn, other_party: str | None, sentence: str | None = None) -> str:
-        """The context-independent text of a turn (or of one of its sentences).
-
-        "I'm at the park with my kids" said by Melanie becomes "Melanie is at the park with
-        Melanie's kids"; "Caroline:" is prefixed when the grounded text does not name the
-        speaker ("Caroline: That's awesome!"); the caption of an attached image is appended
-        (whole turn only) as " [shared image: ...]".
-        """
-        text = lex.normalize_text(turn.text if sentence is None else sentence)
-        return self._restate(turn, text, other_party, whole_turn=sentence is None)[0]
 
     # ------------------------------------------------------------------ internals
     @staticmethod

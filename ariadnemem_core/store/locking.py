@@ -23,11 +23,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from cachetools import LRUCache
 
 from ..errors import StoreError
 
@@ -101,7 +102,7 @@ class Guarded:
         self._stale = False
         # Read cache for the hot retrieval path, valid for one store generation: any
         # write, by this process or another, bumps the generation and empties it.
-        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._cache: LRUCache[tuple[Any, ...], Any] = LRUCache(maxsize=self.CACHE_SIZE)
         self._cache_gen = -1
 
     def _connect(self) -> None:
@@ -170,9 +171,7 @@ class Guarded:
                     self._db.execute("ROLLBACK")
                 raise
 
-    CACHE_SIZE = 4096
-
-    def _fresh_cache(self) -> OrderedDict[tuple[Any, ...], Any]:
+    def _fresh_cache(self) -> LRUCache[tuple[Any, ...], Any]:
         """The read cache, emptied first if any process wrote since it was filled."""
         gen = self._generation()
         if gen != self._cache_gen:
@@ -181,9 +180,7 @@ class Guarded:
         return self._cache
 
     def _remember(self, key: tuple[Any, ...], value: Any) -> Any:
-        self._cache[key] = value
-        if len(self._cache) > self.CACHE_SIZE:
-            self._cache.popitem(last=False)
+        self._cache[key] = value  # the least recently used entry leaves when full
         return value
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
@@ -192,8 +189,7 @@ class Guarded:
         with self._lock:
             cache = self._fresh_cache()
             if key in cache:
-                cache.move_to_end(key)
-                return cache[key]
+                return cache[key]  # marks it recently used
             return self._remember(key, compute())
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -60,9 +60,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
-# LangGraph's own matching rules for namespace conditions and value filters, so both
-# behave exactly as they do with InMemoryStore.
-from langgraph.store.memory import _compare_values, _does_match  # noqa: E402
+from .filters import matches_filter, matches_namespace  # noqa: E402
 
 #: The agent label of a namespace whose scope has a session but no agent.
 NO_AGENT = "_"
@@ -206,7 +204,7 @@ class AriadneMemStore(BaseStore):
         items = [self._item(ns, key, group, score, search=True) for ns, key, group, score in ranked
                  if ns[: len(prefix)] == prefix]
         if op.filter:
-            items = [it for it in items if all(_compare_values(it.value.get(k), v) for k, v in op.filter.items())]
+            items = [it for it in items if matches_filter(it.value, op.filter)]
         return items[op.offset: op.offset + op.limit]  # type: ignore[return-value]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -214,7 +212,7 @@ class AriadneMemStore(BaseStore):
         for user in self.memory.users():
             for e in self.memory.entries(user):
                 spaces.add(self.namespace_of(e))
-        found = sorted(ns for ns in spaces if all(_does_match(c, ns) for c in op.match_conditions or ()))
+        found = sorted(ns for ns in spaces if all(matches_namespace(c, ns) for c in op.match_conditions or ()))
         if op.max_depth is not None:
             found = sorted({ns[: op.max_depth] for ns in found})
         return found[op.offset: op.offset + op.limit]
