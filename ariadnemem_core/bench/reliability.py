@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import math
 import random
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,65 @@ def drip_server(mode: str, interval_s: float) -> Iterator[str]:
         stop.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def raw_drip_server(mode: str, interval_s: float) -> Iterator[str]:
+    """A raw socket server that answers every connection with ``HTTP/1.1 200 OK\\r\\n``
+    and then drips one byte per interval: ``"headers"`` drips the rest of a valid reply
+    (headers, then a JSON body), ``"endless-header"`` a header line that never ends.
+
+    Why raw: HTTP timeouts are per read, and every dripped byte satisfies the read, so
+    only a client with one wall-clock deadline per call stops in time; ``http.server``
+    cannot send a status line without its headers.
+    """
+    stop = threading.Event()
+    body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": '{"answer": "ok"}'}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+    rest = (b"content-type: application/json\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(1.0)
+                with suppress(OSError):
+                    conn.recv(65536)  # the request (its size does not matter here)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                i = 0
+                while not stop.wait(interval_s):
+                    if mode == "headers":
+                        if i >= len(rest):
+                            return
+                        conn.sendall(rest[i:i + 1])
+                    else:
+                        conn.sendall(b"x-endless: " if i == 0 else b"a")
+                    i += 1
+            except OSError:  # the client gave up: what the deadline is for
+                return
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    thread = threading.Thread(target=_accept_loop, args=(listener, stop, drip), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def _accept_loop(listener: socket.socket, stop: threading.Event, handle: Callable[[socket.socket], None]) -> None:
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
 
 def run_slow_drip(deadlines: tuple[float, ...] = (2.0, 5.0), interval_s: float = 0.5) -> dict[str, Any]:

