@@ -51,8 +51,6 @@ class Ingestor:
         self.rule = RuleExtractor(split_sentences=config.atomic_sentences,
                                   assistant_speakers=config.assistant_speakers)
         self.extractor: Extractor = extractor or self.rule
-        #: Working id -> caller's id of the turns being processed (see ``_unique_ids``).
-        self._aliases: dict[str, str] = {}
 
     def process(self, scope: Scope, *, full_only: bool) -> None:
         """Extract the scope's pending turns: every full window, or (``full_only=False``)
@@ -92,7 +90,7 @@ class Ingestor:
         # Turn ids may repeat (callers' message ids): inside this run each turn gets a
         # unique working id, so every entry maps back to exactly one turn; entries are
         # given the caller's ids back before they are committed.
-        turns, self._aliases = _unique_ids([t for _, _, t in rows])
+        turns, aliases = _unique_ids([t for _, _, t in rows])
         # The rule extractor runs over every window up front (it is cheap) and all its
         # entries are embedded in one batch: the model is far faster on one large batch
         # than on many small ones. A turn's gate vector is the normalized mean of its
@@ -136,7 +134,7 @@ class Ingestor:
                                                                 turns[start : start + size], strict=True)]
             before = history[-Store.RECENT_TURNS :]
             self._process_window(scope, window, per_turn[start : start + size], before, participants, plain,
-                                 asked[start : start + size])
+                                 asked[start : start + size], aliases)
             history.extend(rows[k][2] for k in range(start, min(start + size, n)))
 
     def _rule_extract(self, turns: list[Turn], context: ExtractionContext) -> tuple[list[Entry], dict[int, str]]:
@@ -160,7 +158,11 @@ class Ingestor:
 
     def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
                         per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
-                        plain: set[str], asked: list[str | None]) -> None:
+                        plain: set[str], asked: list[str | None], aliases: dict[str, str]) -> None:
+        """Gate, extract, embed and coarsen one window, then commit it. ``aliases`` maps
+        the working ids of this run back to the caller's turn ids (see ``_unique_ids``);
+        it is per call, not per object, because several users' windows may be processed
+        at once in one process."""
         cfg = self.config
         turns = [t for _, _, t in rows]
         vectors = np.stack([_mean_vector([e.vector for e in group]) for group in per_turn])
@@ -190,8 +192,8 @@ class Ingestor:
                 e.embedding = cache[e.text]
         for e in entries:
             e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
-            e.source_turn_ids = list(dict.fromkeys(self._aliases.get(t, t) for t in e.source_turn_ids))
-        originals = [replace(t, turn_id=self._aliases[t.turn_id]) if t.turn_id in self._aliases else t
+            e.source_turn_ids = list(dict.fromkeys(aliases.get(t, t) for t in e.source_turn_ids))
+        originals = [replace(t, turn_id=aliases[t.turn_id]) if t.turn_id in aliases else t
                      for t in turns]
         commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
                               processed_turns=originals, stats=stats)

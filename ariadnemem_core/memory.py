@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,12 @@ class AriadneMemory:
                            chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
                            lock_timeout=lock_timeout)
         self._ingest = Ingestor(self.store, self.embedder, self.config, extractor)
+        #: Whole-store operations (import, export, clear, doctor) take turns with each other.
         self._write_lock = threading.RLock()
+        #: Writes of one user take turns (a window is extracted once, in order); writes of
+        #: different users never wait for each other's extraction. Commits are serialized
+        #: by the store itself, across threads and processes.
+        self._user_locks = _UserLocks()
         self._llm = llm
         self._llm_checked = llm is not None
 
@@ -185,7 +191,7 @@ class AriadneMemory:
         batch = _normalize_turns(turns)
         if not batch:
             return 0
-        with self._write_lock:
+        with self._user_locks.hold(scope.user_id):
             # One transaction: the turns and their count are stored together or not at all.
             self.store.add_pending(scope, batch)
             try:
@@ -206,20 +212,20 @@ class AriadneMemory:
                 pending, nothing is lost, and a later ``flush`` retries. A turn that can
                 never be processed is quarantined instead (see :meth:`doctor`).
         """
-        with self._write_lock:
-            scopes = {s for _, s, _ in self.store.pending()}
-            errors: list[BaseException] = []
-            for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
-                try:
+        scopes = {s for _, s, _ in self.store.pending()}
+        errors: list[BaseException] = []
+        for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
+            try:
+                with self._user_locks.hold(scope.user_id):  # one user at a time, never all
                     self._ingest.process(scope, full_only=False)
-                except Exception as exc:  # one scope's failure must not block the others
-                    errors.append(exc)
-            if errors:
-                first = errors[0]
-                if isinstance(first, AriadneMemError):
-                    raise first
-                raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
-                                      f"{type(first).__name__}: {first}") from first
+            except Exception as exc:  # one scope's failure must not block the others
+                errors.append(exc)
+        if errors:
+            first = errors[0]
+            if isinstance(first, AriadneMemError):
+                raise first
+            raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
+                                  f"{type(first).__name__}: {first}") from first
 
     # ------------------------------------------------------------------ reads
     def entries(self, user_id: str = "default", *, agent_id: str | None = None,
@@ -328,7 +334,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
-        with self._write_lock:
+        with self._user_locks.hold(user_id):
             if not self.store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
@@ -343,7 +349,7 @@ class AriadneMemory:
         Returns:
             How many entries were removed.
         """
-        with self._write_lock:
+        with self._user_locks.hold(user_id):
             return self.store.forget(Scope(user_id, agent_id, session_id))
 
     def clear(self) -> None:
@@ -531,6 +537,31 @@ class AriadneMemory:
 
 
 # ---------------------------------------------------------------------- helpers
+class _UserLocks:
+    """One reentrant lock per user id, dropped when nobody holds or waits for it (a
+    server with a million users keeps only the locks in use)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.RLock, int]] = {}
+
+    @contextmanager
+    def hold(self, user_id: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(user_id) or (threading.RLock(), 0)
+            self._locks[user_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[user_id]
+                if users == 1:
+                    del self._locks[user_id]
+                else:
+                    self._locks[user_id] = (lock, users - 1)
+
+
 def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     """The records of a JSONL export, checked as they are read: a malformed line raises
     :class:`InvalidInputError` naming it, and so does a file whose first record is not the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,10 @@ import pytest
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
 from ariadnemem_core.bench.reliability import raw_drip_server
 from ariadnemem_core.errors import LLMError
+from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
 from ariadnemem_core.extraction.llm import LLMExtractor
 from ariadnemem_core.llm import LLMClient
+from ariadnemem_core.models import Entry
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -94,3 +96,67 @@ def test_answer_returns_by_the_deadline(tmp_path: Path) -> None:
             assert isinstance(result, LLMError) and elapsed < 2.0 + 1.0
         finally:
             mem.close()
+
+
+# ---------------------------------------------------------------- 2. one process, two users
+class _SlowForAna(RuleExtractor):
+    """Holds every window with a turn of Ana until released (a 20 s LLM extraction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def extract(self, turns: Sequence[Turn], context: ExtractionContext | None = None) -> list[Entry]:
+        if any(t.speaker == "Ana" for t in turns):
+            self.entered.set()
+            assert self.release.wait(30)
+        return super().extract(turns, context)
+
+
+def test_a_writer_does_not_wait_for_another_users_extraction(tmp_path: Path) -> None:
+    """Threads (or ``aadd``, or a server) sharing one ``AriadneMemory``: user B's add,
+    extraction included, finishes while user A's extraction is still held."""
+    slow = _SlowForAna()
+    mem = _mem(tmp_path / "s", extractor=slow)
+    try:
+        mem.add([Turn("Zoe", "Zoe swims."), Turn("Zoe", "Zoe dives.")], user_id="zoe")  # one-time set-up
+        ana = threading.Thread(target=mem.add, args=([Turn("Ana", "Ana rows."), Turn("Ana", "Ana sails.")],),
+                               kwargs={"user_id": "ana"}, daemon=True)
+        ana.start()
+        assert slow.entered.wait(10)
+        done, elapsed, result = _timed(
+            lambda: mem.add([Turn("Bob", "Bob bakes bread."), Turn("Bob", "Bob brews beer.")], user_id="bob"), 8.0)
+        assert done and result == 2, f"Bob's add waited {elapsed:.1f} s for Ana's extraction"
+        assert elapsed < 2.0
+        assert {e.text for e in mem.entries("bob")} == {"Bob bakes bread.", "Bob brews beer."}
+        assert ana.is_alive()  # Ana's extraction is still held
+        slow.release.set()
+        ana.join(30)
+        assert {e.text for e in mem.entries("ana")} == {"Ana rows.", "Ana sails."}
+        stats = mem.stats()
+        assert stats["turns_seen"] == 6 and stats["pending_turns"] == 0
+    finally:
+        slow.release.set()
+        mem.close()
+
+
+def test_one_users_concurrent_adds_extract_each_turn_once(tmp_path: Path) -> None:
+    """Writers of the same user still take turns: every turn extracted exactly once."""
+    mem = _mem(tmp_path / "s")
+    try:
+        def writer(k: int) -> None:
+            for i in range(10):
+                mem.add(Turn("Ana", f"Ana saw bird number {k * 100 + i} today."), user_id="ana")
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        mem.flush()
+        texts = [e.text for e in mem.entries("ana")]
+        assert len(texts) == len(set(texts)) == 40
+        assert mem.stats()["turns_seen"] == 40
+    finally:
+        mem.close()
