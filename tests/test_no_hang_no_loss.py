@@ -9,6 +9,8 @@ the MCP tools' retries and replies.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +21,7 @@ import pytest
 
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
 from ariadnemem_core.bench.reliability import raw_drip_server
-from ariadnemem_core.errors import LLMError
+from ariadnemem_core.errors import LLMError, StoreError
 from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
 from ariadnemem_core.extraction.llm import LLMExtractor
 from ariadnemem_core.llm import LLMClient
@@ -160,3 +162,48 @@ def test_one_users_concurrent_adds_extract_each_turn_once(tmp_path: Path) -> Non
         assert mem.stats()["turns_seen"] == 40
     finally:
         mem.close()
+
+
+# ---------------------------------------------------------------- 3. a store never opens empty
+def _populated(path: Path) -> None:
+    with _mem(path) as mem:
+        mem.add([Turn("Ana", "Ana rows on Sundays."), Turn("Ana", "Ana sails too.")], user_id="ana")
+        mem.add(Turn("Ana", "Ana waits."), user_id="ana")  # one pending turn
+        mem.flush()
+
+
+@pytest.mark.parametrize("damage", ["removed", "emptied", "truncated"])
+def test_a_populated_store_never_opens_empty(tmp_path: Path, damage: str) -> None:
+    """The records file removed, emptied or cut in half while the store's marker and
+    dense index are there: opening says so (and how to recover) instead of starting an
+    empty memory that the next write would make final."""
+    path = tmp_path / "s"
+    _populated(path)
+    db = path / "memory.sqlite3"
+    size = db.stat().st_size
+    if damage == "removed":
+        db.unlink()
+    elif damage == "emptied":
+        db.write_bytes(b"")
+    else:
+        with db.open("r+b") as fh:
+            fh.truncate(size // 2)
+    before = db.read_bytes() if db.exists() else None
+    with pytest.raises(StoreError, match=r"records") as info:
+        _mem(path)
+    message = str(info.value)
+    assert "memory.sqlite3" in message and ("backup" in message or "recover" in message)
+    # Nothing was written over the evidence: the file is as the damage left it.
+    assert (db.read_bytes() if db.exists() else None) == before
+    assert (path / "chroma").is_dir()
+
+
+def test_cli_names_the_lost_records(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    _populated(path)
+    (path / "memory.sqlite3").unlink()
+    out = subprocess.run([sys.executable, "-m", "ariadnemem_core.cli", "stats", "--store", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "records file" in out.stderr and "is missing" in out.stderr
+    assert not (path / "memory.sqlite3").exists()

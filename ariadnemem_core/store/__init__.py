@@ -111,7 +111,7 @@ class Store(Records, DenseIndex):
             # is locked") when several processes create the same store at once. Once one
             # process has set the store up (the READY marker), opens take no lock at all.
             if self._set_up_or_ready(init.fileno()):
-                self._open(embedder_name)
+                self._open(embedder_name, ready=True)
             else:
                 self._open(embedder_name)
                 (self.path / READY_MARKER).touch()
@@ -142,11 +142,35 @@ class Store(Records, DenseIndex):
             return ready.exists()  # it may have become ready just before we got the lock
         return True
 
-    def _open(self, embedder_name: str) -> None:
+    def _open(self, embedder_name: str, *, ready: bool = False) -> None:
+        records = self.path / DB_FILENAME
+        if ready:  # checked before connecting, which would create (or set up) an empty database
+            if not records.exists():
+                raise StoreError(_lost_records(records, "is missing"))
+            if records.stat().st_size == 0:  # a set-up records file holds at least its header page
+                raise StoreError(_lost_records(records, "is empty"))
         try:
             self._connect()
-            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            for handle in ("_db", "_lockfile"):
+                with suppress(Exception):
+                    getattr(self, handle).close()
+            raise StoreError(_damaged_records(records, exc)) from exc
         except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        try:
+            if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
+                raise StoreError(_lost_records(records, "is empty"))
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            self._lockfile.close()
+            raise StoreError(_damaged_records(records, exc)) from exc
+        except BaseException as exc:
+            self._db.close()
+            self._lockfile.close()
+            if isinstance(exc, StoreError | KeyboardInterrupt):
+                raise
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
         try:
             self._check_meta(embedder_name)
@@ -171,9 +195,10 @@ class Store(Records, DenseIndex):
             path: a store directory.
 
         Returns:
-            True when the directory holds a store's records file.
+            True when the directory holds a store's records file, or the marker of a
+            store that was set up (its records lost: opening it then says so).
         """
-        return (Path(path) / DB_FILENAME).is_file()
+        return (Path(path) / DB_FILENAME).is_file() or (Path(path) / READY_MARKER).exists()
 
     # ------------------------------------------------------------------ writes
     def commit_window(self, commit: WindowCommit) -> None:
@@ -352,3 +377,19 @@ class Store(Records, DenseIndex):
         if self._temp:
             shutil.rmtree(self.path, ignore_errors=True)
 
+
+def _lost_records(records: Path, state: str) -> str:
+    """Why a set-up store whose records file is gone is refused, and what to do."""
+    return (f"the records file {records} {state}, but this store was set up before (its set-up marker "
+            f"{records.parent / READY_MARKER} is there): opening it would start an empty memory over the "
+            "lost one, and the next write would make the loss final, so it is refused. The records are "
+            "the source of truth and the dense index cannot rebuild them (it holds vectors, not texts): "
+            f"restore {records.name} from a backup, or import an export into a new store. To start over "
+            "on purpose, move the directory away.")
+
+
+def _damaged_records(records: Path, exc: BaseException) -> str:
+    """Why a store whose records file SQLite cannot read is refused, and what to do."""
+    return (f"the records file {records} is damaged ({exc}); the store is refused rather than opened "
+            f"without its records. Restore {records.name} from a backup, or import an export into a new "
+            "store; the dense index is rebuilt from the records on the next open or `doctor`.")
