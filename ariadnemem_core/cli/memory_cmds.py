@@ -325,6 +325,9 @@ def doctor(
             "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])}))
         for q in report["quarantined"]:
             out.print(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}")
+        if report["dense_damaged"]:
+            out.print(f"dense index was damaged ({report['dense_damaged']}); rebuilt from the records: "
+                      f"{report['dense_rebuilt']} entries re-indexed")
     if check_only and problems:
         raise typer.Exit(1)
 

@@ -92,6 +92,7 @@ class Store(Records, DenseIndex):
         #: Set when a dense write failed after its SQLite commit: the rows are safe (they
         #: carry ``indexed = 0``) and the next write or dense read reconciles first.
         self._dense_behind = False
+        self.dense_repairs = []
         self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
         self.dim = dim
         self._init_guard(lock_timeout)
@@ -309,8 +310,11 @@ class Store(Records, DenseIndex):
         Unreadable entries (broken fields, a vector of the wrong size or with NaN/Inf)
         and pending turns that are not valid turns are moved to the quarantine with their
         reason, and the dense index is rebuilt wherever it disagrees with the records
-        (index drift). Nothing is deleted: quarantined rows stay in the ``quarantine``
-        table.
+        (index drift). A damaged embedded dense index (chromadb cannot open or read it)
+        is moved aside to ``chroma.damaged`` and rebuilt from the records; this happens
+        at the first dense operation of any open too, so ``doctor`` may find it already
+        rebuilt, and says so. Nothing is deleted: quarantined rows stay in the
+        ``quarantine`` table.
 
         Args:
             repair: quarantine and rebuild (True) or only report (False).
@@ -318,11 +322,22 @@ class Store(Records, DenseIndex):
         Returns:
             ``entries`` checked, ``bad_entries`` found (id, reason), ``bad_pending``
             found, the reconcile counts (``reindexed``, ``removed``, ``rebuilt_users``,
-            ``quarantined_now``), ``drifted_users`` and every ``quarantined`` row.
+            ``quarantined_now``), ``drifted_users``, ``dense_damaged`` (what was wrong
+            with the dense index, or None) with ``dense_rebuilt`` (entries re-indexed)
+            and every ``quarantined`` row.
         """
         bad = self.bad_entries()
         report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],
-                                  "drifted_users": self._drift()[1]}
+                                  "dense_damaged": None, "dense_rebuilt": 0}
+        try:
+            report["drifted_users"] = self._drift()[1]
+        except StoreError as exc:  # a damaged dense index: rebuilt from the records below
+            report["dense_damaged"] = str(exc)
+            report["drifted_users"] = []
+        if self.dense_repairs:  # found damaged (and rebuilt) by this process's first dense operation
+            report["dense_damaged"], report["dense_rebuilt"] = self.dense_repairs[-1]
+            if repair:
+                self.dense_repairs.clear()
         rows = self._read("SELECT seq, turn FROM pending_turns ORDER BY seq")
         bad_pending = []
         for seq, raw in rows:
@@ -334,6 +349,8 @@ class Store(Records, DenseIndex):
         counts = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
         if repair:
             with self._write_guard():
+                if report["dense_damaged"]:
+                    report["dense_rebuilt"] = self.rebuild_dense()
                 if bad:
                     counts["quarantined"] += self.quarantine_entries(bad)
                 if bad_pending:
