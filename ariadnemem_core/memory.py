@@ -378,10 +378,14 @@ class AriadneMemory:
         included).
 
         A regular file is replaced atomically (a reader sees the old export or the new
-        one). A special file (``/dev/stdout``, a FIFO, a device) is written through in
-        place, never replaced by a regular file, and a failed write (``/dev/full``) is an
-        error. A directory, or a path whose directory does not exist, is an
-        :class:`InvalidInputError`; any other write failure a :class:`StoreError`.
+        one) and keeps its permissions; a new file is created owner-only (0600), since
+        an export holds memories. A symlink is followed (its target is replaced, the
+        link stays); a file with several hard links is rewritten in place, after the
+        whole export was written aside, so its links are not split. A special file
+        (``/dev/stdout``, a FIFO, a device) is written through in place, never replaced
+        by a regular file, and a failed write (``/dev/full``) is an error. A directory,
+        or a path whose directory does not exist, is an :class:`InvalidInputError`; any
+        other write failure a :class:`StoreError`.
 
         Args:
             path: the file to write.
@@ -407,7 +411,8 @@ class AriadneMemory:
         special = mode is not None and not stat.S_ISREG(mode)
         n = 0
         try:
-            with self._write_lock, (open(target, "w", encoding="utf-8") if special else atomic_open(target)) as fh:
+            with self._write_lock, (open(target, "w", encoding="utf-8") if special
+                                     else atomic_open(target, new_mode=0o600)) as fh:
                 for row in self.store.export_rows(user_id):
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n += 1

@@ -10,6 +10,8 @@ the MCP tools' retries and replies.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import threading
@@ -263,3 +265,50 @@ def test_cli_doctor_reports_the_rebuilt_dense_index(tmp_path: Path) -> None:
     assert "dense index was damaged" in out.stdout and "2 entries re-indexed" in out.stdout
     check = _cli("doctor", "--store", str(path), "--check-only", "--json")
     assert check.returncode == 0 and json.loads(check.stdout)["dense_damaged"] is None
+
+
+# ---------------------------------------------------------------- 5. exports keep their privacy
+def _exporting(tmp_path: Path) -> AriadneMemory:
+    mem = _mem(tmp_path / "s")
+    mem.add([Turn("Ana", "Ana rows on Sundays."), Turn("Ana", "Ana sails too.")], user_id="ana")
+    return mem
+
+
+def test_export_over_a_private_file_keeps_it_private(tmp_path: Path) -> None:
+    target = tmp_path / "mem.jsonl"
+    target.write_text("old\n")
+    target.chmod(0o600)
+    with _exporting(tmp_path) as mem:
+        mem.export(target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # was left 0644: world-readable memories
+    assert "Ana rows on Sundays." in target.read_text()
+
+
+def test_a_new_export_is_created_owner_only(tmp_path: Path) -> None:
+    with _exporting(tmp_path) as mem:
+        mem.export(tmp_path / "new.jsonl")
+    assert stat.S_IMODE((tmp_path / "new.jsonl").stat().st_mode) == 0o600
+
+
+def test_export_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real.name)
+    with _exporting(tmp_path) as mem:
+        mem.export(link)
+    assert link.is_symlink() and link.resolve() == real.resolve()  # the link stays a link
+    assert "Ana rows on Sundays." in real.read_text()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+
+
+def test_export_over_a_hard_link_keeps_the_link(tmp_path: Path) -> None:
+    first = tmp_path / "a.jsonl"
+    first.write_text("old\n")
+    second = tmp_path / "b.jsonl"
+    os.link(first, second)
+    with _exporting(tmp_path) as mem:
+        mem.export(first)
+    assert first.stat().st_ino == second.stat().st_ino  # not split into two files
+    assert "Ana rows on Sundays." in second.read_text()
