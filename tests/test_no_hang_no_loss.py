@@ -27,6 +27,7 @@ from ariadnemem_core.bench.reliability import raw_drip_server
 from ariadnemem_core.errors import LLMError, StoreError
 from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
 from ariadnemem_core.extraction.llm import LLMExtractor
+from ariadnemem_core.limits import MAX_TEXT_CHARS, check_entry
 from ariadnemem_core.llm import LLMClient
 from ariadnemem_core.models import Entry
 
@@ -312,3 +313,28 @@ def test_export_over_a_hard_link_keeps_the_link(tmp_path: Path) -> None:
         mem.export(first)
     assert first.stat().st_ino == second.stat().st_ino  # not split into two files
     assert "Ana rows on Sundays." in second.read_text()
+
+
+# ---------------------------------------------------------------- 6. one text limit for entries
+@pytest.mark.parametrize("speaker, text", [("Ann", "x" * MAX_TEXT_CHARS),
+                                           ("S" * 1000, "y" * MAX_TEXT_CHARS),
+                                           ("Ann", "I like kayaks. " * (MAX_TEXT_CHARS // 15))],
+                         ids=["prefix", "long-speaker", "grounding-grows"])
+@pytest.mark.parametrize("atomic", [False, True])
+def test_entries_stay_within_the_text_limit(tmp_path: Path, speaker: str, text: str, atomic: bool) -> None:
+    """A turn at the limit plus the speaker prefix used to make a 200,005 (or 201,001)
+    character entry that no import accepts and ``doctor`` quarantines: the entry is split
+    instead, nothing of the text lost, and the export round-trips."""
+    with _mem(tmp_path / "s", config=Config(window_size=2, atomic_sentences=atomic)) as mem:
+        mem.add(Turn(speaker, text), user_id="ann")
+        mem.flush()
+        entries = mem.entries("ann")
+        for e in entries:
+            check_entry(e)
+        if text[0] in "xy":  # (repeated sentences are merged as duplicates, by design)
+            assert sum(e.text.count(text[0]) for e in entries) == len(text)  # nothing of the text lost
+        report = mem.doctor()
+        assert report["quarantined_now"] == 0 and not report["bad_entries"]
+        mem.export(tmp_path / "x.jsonl")
+    with _mem(tmp_path / "t", config=Config(window_size=2, atomic_sentences=atomic)) as other:
+        assert other.import_(tmp_path / "x.jsonl") == len(entries)
