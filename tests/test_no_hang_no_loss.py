@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, InvalidInputError, Turn
 from ariadnemem_core.bench.reliability import raw_drip_server
 from ariadnemem_core.errors import LLMError, StoreError
 from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
@@ -338,3 +338,69 @@ def test_entries_stay_within_the_text_limit(tmp_path: Path, speaker: str, text: 
         mem.export(tmp_path / "x.jsonl")
     with _mem(tmp_path / "t", config=Config(window_size=2, atomic_sentences=atomic)) as other:
         assert other.import_(tmp_path / "x.jsonl") == len(entries)
+
+
+# ---------------------------------------------------------------- 7. no raw tracebacks
+@pytest.mark.parametrize("name", ["turns.jsonl", "turns.json", "turns.txt"])
+def test_a_5000_digit_integer_is_a_clean_error(tmp_path: Path, name: str) -> None:
+    """Python refuses to parse integers over 4,300 digits with a bare ValueError."""
+    line = '{"speaker": "Ana", "text": "hi", "metadata": {"n": ' + "9" * 5000 + "}}"
+    (tmp_path / name).write_text(f"[{line}]\n" if name.endswith(".json") else line + "\n")
+    out = _cli("add", str(tmp_path / name), "--store", str(tmp_path / "s"))
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "digits" in out.stderr and name in out.stderr
+
+
+def test_an_import_with_a_5000_digit_integer_is_refused(tmp_path: Path) -> None:
+    with _exporting(tmp_path) as mem:
+        mem.export(tmp_path / "x.jsonl")
+    lines = (tmp_path / "x.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace('"text":', '"n": ' + "9" * 5000 + ', "text":', 1)
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n")
+    with _mem(tmp_path / "t") as other, pytest.raises(InvalidInputError, match="line 2"):
+        other.import_(tmp_path / "x.jsonl")
+
+
+_READ_ONLY_WRITE = """
+import os, sys
+os.setgid(65534); os.setuid(65534)  # root writes any file: drop to nobody
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, StoreError, Turn
+m = AriadneMemory(sys.argv[1], Config(window_size=2), embedder=HashEmbedder())
+assert len(m.entries("ana")) == 2  # reads still work
+for name, write in [("add", lambda: m.add([Turn("Ana", "Ana paints."), Turn("Ana", "Ana sings.")], user_id="ana")),
+                    ("forget", lambda: m.forget("ana")), ("flush", m.flush)]:
+    try:
+        write()
+        print(name, "ok")
+    except StoreError as exc:
+        print(name, "StoreError", exc)
+m.close(flush=False)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop to nobody")
+def test_writes_to_a_read_only_records_file_are_store_errors(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``memory.sqlite3`` read-only (the rest of the store writable): every write says
+    so in a StoreError instead of a raw ``sqlite3.OperationalError``."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="ro-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        path = base / "s"
+        with _mem(path) as mem:
+            mem.add([Turn("Ana", "Ana rows."), Turn("Ana", "Ana sails.")], user_id="ana")
+        for p in [path, *path.rglob("*")]:
+            os.chown(p, 65534, 65534)
+        os.chown(path / "memory.sqlite3", 0, 0)
+        (path / "memory.sqlite3").chmod(0o644)
+        out = subprocess.run([sys.executable, "-c", _READ_ONLY_WRITE, str(path)], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        said = dict(ln.split(" ", 1) for ln in out.stdout.splitlines())
+        for write in ("add", "forget"):  # flush has nothing to write: the add was refused whole
+            assert said[write].startswith("StoreError") and "read-only" in said[write], out.stdout
+        assert said["flush"] == "ok"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
