@@ -30,6 +30,9 @@ from .text import stem
 #: most recent ones). Comparing with every earlier entry of the window made one long turn
 #: quadratic: a 200,000-character turn of short sentences is ~10,000 entries.
 MAX_WINDOW_CANDIDATES = 256
+#: Neighbours fetched per one kept when gating and coarsening compare within one scope
+#: (other agents' and sessions' entries of the user are skipped).
+SCOPE_OVERFETCH = 4
 #: Times a scope's extraction is redone after another writer committed its turns first.
 MAX_CONFLICT_RETRIES = 8
 
@@ -200,11 +203,28 @@ class Ingestor:
         self._coarsen(scope, entries, commit)
         self.store.commit_window(commit)
 
+    def _in_scope(self, scope: Scope, vectors: np.ndarray, k: int) -> tuple[list[list[tuple[str, float]]],
+                                                                             dict[str, Entry]]:
+        """The ``k`` nearest stored entries of *exactly* ``scope`` per vector, and the entries.
+
+        A read scope without an agent means "every agent", but a write compares only
+        with its own scope: a fact stored for ``agentA`` must neither gate away nor absorb
+        the same fact written for the user without agent. When another scope's entries
+        come back, the search is repeated for more neighbours and those of the scope are
+        kept (a scope alone in its user's memory is searched exactly as before)."""
+        for fetch in (k, k * SCOPE_OVERFETCH):
+            hits = self.store.dense_search(scope, vectors, fetch)
+            found = self.store.get({i for h in hits for i, _ in h}, scope.user_id)
+            same = {i: e for i, e in found.items()
+                    if (e.agent_id, e.session_id) == (scope.agent_id, scope.session_id)}
+            if len(same) == len(found):
+                break
+        return [[(i, s) for i, s in h if i in same][:k] for h in hits], same
+
     def _nearest(self, scope: Scope, vectors: np.ndarray,
                  answered: list[str | None]) -> list[gating.Neighbor | None]:
         """Each turn's nearest stored memory, skipping the turn whose question it answers."""
-        hits = self.store.dense_search(scope, vectors, 2)
-        found = self.store.get([i for h in hits for i, _ in h], scope.user_id)
+        hits, found = self._in_scope(scope, vectors, 2)
         out: list[gating.Neighbor | None] = []
         for h, skip in zip(hits, answered, strict=True):
             near = [(i, sim) for i, sim in h if i in found and skip not in found[i].source_turn_ids]
@@ -248,11 +268,10 @@ class Ingestor:
     def _coarsen(self, scope: Scope, entries: list[Entry], commit: WindowCommit) -> None:
         cfg = self.config
         stored_hits: list[list[tuple[str, float]]] = [[] for _ in entries]
+        stored: dict[str, Entry] = {}
         if cfg.enable_coarsening and entries:
-            stored_hits = self.store.dense_search(
-                scope, np.stack([e.vector for e in entries]), cfg.coarsen_candidates
-            )
-        stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
+            stored_hits, stored = self._in_scope(scope, np.stack([e.vector for e in entries]),
+                                                 cfg.coarsen_candidates)
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         counts = {"merge": 0, "link": 0, "add": 0}

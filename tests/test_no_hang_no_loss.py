@@ -404,3 +404,37 @@ def test_writes_to_a_read_only_records_file_are_store_errors(tmp_path_factory: p
         assert said["flush"] == "ok"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 8. LangGraph namespaces
+def test_langgraph_no_agent_label_alone_is_refused(tmp_path: Path) -> None:
+    """``(user, "_")`` was stored as ``(user,)``, so a get or delete on the namespace
+    just written saw nothing: ``"_"`` only stands for "no agent" before a session."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    from ariadnemem_integrations.langgraph import AriadneMemStore
+
+    with _mem(tmp_path / "s") as mem:
+        store = AriadneMemStore(mem)
+        with pytest.raises(InvalidNamespaceError, match=r"\('ana',\)"):
+            store.put(("ana", "_"), "k1", {"content": "Ana likes kayaks."})
+        store.put(("ana", "_", "s1"), "k2", {"content": "Ana lives in Porto."})
+        item = store.get(("ana", "_", "s1"), "k2")
+        assert item is not None and "Porto" in item.value["content"]
+        assert [i.key for i in store.search(("ana", "_"))] == ["k2"]  # a search prefix may stop there
+
+
+def test_langgraph_gate_compares_within_one_scope(tmp_path: Path) -> None:
+    """The same fact under ``(user, "agentA")`` must not gate away (or merge) a put to
+    ``(user,)``: each scope keeps its own copy."""
+    from ariadnemem_integrations.langgraph import AriadneMemStore
+
+    with _mem(tmp_path / "s", config=Config()) as mem:
+        store = AriadneMemStore(mem)
+        store.put(("ana", "agentA"), "k1", {"content": "Ana keeps her kayak at the Porto marina."})
+        store.put(("ana",), "k2", {"content": "Ana keeps her kayak at the Porto marina."})
+        mine = store.get(("ana",), "k2")
+        assert mine is not None and "marina" in mine.value["content"]
+        theirs = store.get(("ana", "agentA"), "k1")
+        assert theirs is not None and "marina" in theirs.value["content"]
+        assert mem.stats("ana")["gate_dropped"] == 0
