@@ -438,3 +438,21 @@ def test_langgraph_gate_compares_within_one_scope(tmp_path: Path) -> None:
         theirs = store.get(("ana", "agentA"), "k1")
         assert theirs is not None and "marina" in theirs.value["content"]
         assert mem.stats("ana")["gate_dropped"] == 0
+
+
+# ---------------------------------------------------------------- 9. one rule for ids
+def test_ids_with_surrounding_whitespace_round_trip_verbatim(tmp_path: Path) -> None:
+    """Ids are opaque and kept as given everywhere: an export of user ``" ana "`` used to
+    import its entries under ``" ana "`` but its counters and mentions under ``"ana"``."""
+    uid = " ana  x "
+    with _mem(tmp_path / "s") as mem:
+        mem.add([Turn("Ana", "Ana lives in Porto."), Turn("Ana", "Ana likes kayaks.")], user_id=uid)
+        mem.add([Turn("Bo", "Bo swims.")], user_id="ana x")  # the trimmed id is another user
+        mem.flush()
+        before = (mem.users(), mem.stats(uid), mem.stats("ana x"))
+        mem.export(tmp_path / "x.jsonl")
+    with _mem(tmp_path / "t") as other:
+        other.import_(tmp_path / "x.jsonl")
+        assert (other.users(), other.stats(uid), other.stats("ana x")) == before
+        other.forget(uid)
+        assert set(other.users()) == {"ana x"} and other.stats("ana x") == before[2]
