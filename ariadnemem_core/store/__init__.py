@@ -152,27 +152,18 @@ class Store(Records, DenseIndex):
                 raise StoreError(_lost_records(records, "is empty"))
         try:
             self._connect()
-        except sqlite3.DatabaseError as exc:
-            for handle in ("_db", "_lockfile"):
-                with suppress(Exception):
-                    getattr(self, handle).close()
-            raise StoreError(_damaged_records(records, exc)) from exc
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-        try:
             if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
                 raise StoreError(_lost_records(records, "is empty"))
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            self._lockfile.close()
-            raise StoreError(_damaged_records(records, exc)) from exc
         except BaseException as exc:
-            self._db.close()
-            self._lockfile.close()
-            if isinstance(exc, StoreError | KeyboardInterrupt):
-                raise
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            for handle in ("_db", "_lockfile"):
+                with suppress(Exception):
+                    getattr(self, handle).close()
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+                raise StoreError(_damaged_records(records, exc)) from exc
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            raise
         try:
             self._check_meta(embedder_name)
             if self.remote:
