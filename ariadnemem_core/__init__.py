@@ -15,6 +15,7 @@ from .errors import (
     ExtractionError,
     InvalidInputError,
     LLMError,
+    LLMTimeoutError,
     NotFoundError,
     StoreError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "HashEmbedder",
     "InvalidInputError",
     "LLMError",
+    "LLMTimeoutError",
     "MiniLMEmbedder",
     "NotFoundError",
     "OpenAIEmbedder",

@@ -33,6 +33,7 @@ from datetime import date, timedelta
 from enum import StrEnum
 
 from .config import Config
+from .limits import bounded_list
 from .models import Entry
 from .text import MONTHS, STOPWORDS, WEEKDAY_ABBR, WEEKDAYS, letter_words, stem, value_tokens
 
@@ -80,6 +81,9 @@ def _subjects(entry: Entry) -> set[str]:
 
 #: An agent's own name is never the subject of a fact: "the assistant will use jortiz@contoso.com
 #: from now on" is about the user's address, which the assistant only acts on.
+#: Ids of merged duplicates kept in an entry's ``merged_from`` (the first and the latest):
+#: provenance for a reader, bounded so a fact said thousands of times stays exportable.
+MAX_MERGED_FROM = 100
 _AGENT_ROLES = frozenset({"assistant", "the assistant", "ai", "bot", "agent"})
 
 
@@ -1018,17 +1022,24 @@ def _ambiguous(old: Entry, new: Entry) -> bool:
 
 def merge_into(old: Entry, new: Entry) -> Entry:
     """MERGE: keep ``old``, refresh its timestamp, add ``new``'s provenance and vocabulary."""
+    # Every list stays within the limits every stored entry meets (a fact repeated in
+    # thousands of turns would otherwise outgrow them and fail its export or doctor):
+    # the first item (where it began) and the latest ones are kept.
     for tid in new.source_turn_ids:
         if tid not in old.source_turn_ids:
             old.source_turn_ids.append(tid)
+    old.source_turn_ids = bounded_list(old.source_turn_ids)
     for name in ("keywords", "persons", "entities"):
         have = getattr(old, name)
         seen = {x.lower() for x in have}
         have.extend(x for x in getattr(new, name) if x.lower() not in seen)
+        setattr(old, name, bounded_list(have))
     if new.timestamp is not None and (old.timestamp is None or new.timestamp > old.timestamp):
         old.timestamp = new.timestamp
     if old.first_timestamp is None:
         old.first_timestamp = new.first_timestamp or new.timestamp
     merged_from = old.metadata.setdefault("merged_from", [])
     merged_from.append(new.id)
+    if len(merged_from) > MAX_MERGED_FROM:
+        old.metadata["merged_from"] = bounded_list(merged_from, MAX_MERGED_FROM)
     return old

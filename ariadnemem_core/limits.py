@@ -122,6 +122,28 @@ def _check_str_list(value: Any, field_name: str, *, non_empty: bool = False) -> 
                                     f"{MAX_NAME_CHARS} characters, got {str(item)[:40]!r}")
 
 
+def split_text(text: str, limit: int = MAX_TEXT_CHARS) -> list[str]:
+    """``text`` in consecutive pieces of at most ``limit`` characters, cut at the last
+    whitespace before the limit (or at the limit when a piece has none in its second
+    half). For text the library itself made longer than the caller's: a speaker prefix
+    or grounded pronouns ("I" -> "Ann") can take a turn at the limit past it."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = max(text.rfind(" ", 0, limit + 1), text.rfind("\n", 0, limit + 1))
+        if cut < limit // 2:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text or not pieces:
+        pieces.append(text)
+    return pieces
+
+
+def bounded_list(items: list[str], limit: int = MAX_LIST_ITEMS) -> list[str]:
+    """``items`` cut to ``limit``: the first one (where it began) and the latest ones."""
+    return items if len(items) <= limit else [items[0], *items[len(items) - limit + 1:]]
+
+
 def check_vector(value: Any, dim: int, field_name: str = "embedding") -> Any:
     """A float32 vector of ``dim`` finite values (NaN or Inf would poison every search
     of the user, and a wrong length fails the dense index on every later open)."""

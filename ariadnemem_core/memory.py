@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,12 @@ class AriadneMemory:
                                         chroma_client=chroma_client, chroma_host=chroma_host,
                                         chroma_port=chroma_port, lock_timeout=lock_timeout)
         self._ingest = Ingestor(self._store, self.embedder, self.config, extractor)
+        #: Whole-store operations (import, export, clear, doctor) take turns with each other.
         self._write_lock = threading.RLock()
+        #: Writes of one user take turns (a window is extracted once, in order); writes of
+        #: different users never wait for each other's extraction. Commits are serialized
+        #: by the store itself, across threads and processes.
+        self._user_locks = _UserLocks()
         self._llm = llm
         self._llm_checked = llm is not None
 
@@ -211,7 +217,7 @@ class AriadneMemory:
         batch = _normalize_turns(turns)
         if not batch:
             return 0
-        with self._write_lock:
+        with self._user_locks.hold(scope.user_id):
             # One transaction: the turns and their count are stored together or not at all.
             self._store.add_pending(scope, batch)
             try:
@@ -232,20 +238,20 @@ class AriadneMemory:
                 pending, nothing is lost, and a later ``flush`` retries. A turn that can
                 never be processed is quarantined instead (see :meth:`doctor`).
         """
-        with self._write_lock:
-            scopes = {s for _, s, _ in self._store.pending()}
-            errors: list[BaseException] = []
-            for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
-                try:
+        scopes = {s for _, s, _ in self._store.pending()}
+        errors: list[BaseException] = []
+        for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
+            try:
+                with self._user_locks.hold(scope.user_id):  # one user at a time, never all
                     self._ingest.process(scope, full_only=False)
-                except Exception as exc:  # one scope's failure must not block the others
-                    errors.append(exc)
-            if errors:
-                first = errors[0]
-                if isinstance(first, AriadneMemError):
-                    raise first
-                raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
-                                      f"{type(first).__name__}: {first}") from first
+            except Exception as exc:  # one scope's failure must not block the others
+                errors.append(exc)
+        if errors:
+            first = errors[0]
+            if isinstance(first, AriadneMemError):
+                raise first
+            raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
+                                  f"{type(first).__name__}: {first}") from first
 
     # ------------------------------------------------------------------ reads
     def entries(self, user_id: str = "default", *, agent_id: str | None = None,
@@ -356,7 +362,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
-        with self._write_lock:
+        with self._user_locks.hold(user_id):
             if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
@@ -371,7 +377,7 @@ class AriadneMemory:
         Returns:
             How many entries were removed.
         """
-        with self._write_lock:
+        with self._user_locks.hold(user_id):
             return self._store.forget(Scope(user_id, agent_id, session_id))
 
     def clear(self) -> None:
@@ -400,10 +406,14 @@ class AriadneMemory:
         included).
 
         A regular file is replaced atomically (a reader sees the old export or the new
-        one). A special file (``/dev/stdout``, a FIFO, a device) is written through in
-        place, never replaced by a regular file, and a failed write (``/dev/full``) is an
-        error. A directory, or a path whose directory does not exist, is an
-        :class:`InvalidInputError`; any other write failure a :class:`StoreError`.
+        one) and keeps its permissions; a new file is created owner-only (0600), since
+        an export holds memories. A symlink is followed (its target is replaced, the
+        link stays); a file with several hard links is rewritten in place, after the
+        whole export was written aside, so its links are not split. A special file
+        (``/dev/stdout``, a FIFO, a device) is written through in place, never replaced
+        by a regular file, and a failed write (``/dev/full``) is an error. A directory,
+        or a path whose directory does not exist, is an :class:`InvalidInputError`; any
+        other write failure a :class:`StoreError`.
 
         Args:
             path: the file to write.
@@ -429,7 +439,8 @@ class AriadneMemory:
         special = mode is not None and not stat.S_ISREG(mode)
         n = 0
         try:
-            with self._write_lock, (open(target, "w", encoding="utf-8") if special else atomic_open(target)) as fh:
+            with self._write_lock, (open(target, "w", encoding="utf-8") if special
+                                     else atomic_open(target, new_mode=0o600)) as fh:
                 for row in self._store.export_rows(user_id):
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n += 1
@@ -564,6 +575,31 @@ class AriadneMemory:
 
 
 # ---------------------------------------------------------------------- helpers
+class _UserLocks:
+    """One reentrant lock per user id, dropped when nobody holds or waits for it (a
+    server with a million users keeps only the locks in use)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.RLock, int]] = {}
+
+    @contextmanager
+    def hold(self, user_id: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(user_id) or (threading.RLock(), 0)
+            self._locks[user_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[user_id]
+                if users == 1:
+                    del self._locks[user_id]
+                else:
+                    self._locks[user_id] = (lock, users - 1)
+
+
 def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     """The records of a JSONL export, checked as they are read: a malformed line raises
     :class:`InvalidInputError` naming it, and so does a file whose first record is not the

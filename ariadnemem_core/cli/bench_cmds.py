@@ -219,7 +219,7 @@ def reliability(
     cases: Annotated[int, typer.Option("--cases", min=1, help="Hostile import cases.")] = 300,
     quiet: QuietOpt = False,
 ) -> None:
-    """Long turns, concurrent first opens, a slow-drip LLM server and hostile imports (offline)."""
+    """Long turns, concurrent first opens, dripping LLM servers, hostile imports and the review's attacks (offline)."""
     from ..bench.reliability import run_reliability
 
     res = run_reliability(out_dir, processes=processes, cases=cases, log=(lambda _: None) if quiet else print)
@@ -227,7 +227,8 @@ def reliability(
     print(f"long turns: CPU per character max/min {lt['max_over_min_per_char']}x; "
           f"opens: {co['opened_ok']}/{co['processes']} ok, nothing lost {co['nothing_lost']}; "
           f"drip: within deadline {sd['all_within_deadline_plus_1s']}; imports: {hi['outcomes']}, "
-          f"raw {hi['raw_exceptions']}, changed {hi['refused_imports_that_changed_the_store']}")
+          f"raw {hi['raw_exceptions']}, changed {hi['refused_imports_that_changed_the_store']}; "
+          f"attacks held {res['attacks']['held']}/{res['attacks']['total']}")
     print(f"wrote {Path(res['out']) / 'reliability.md'} and reliability.json")
 
 

@@ -369,6 +369,9 @@ def doctor(
             "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])})
         for q in report["quarantined"]:
             say(out, Text(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}"))
+        if report.get("dense_damaged"):
+            out.print(f"dense index was damaged ({report['dense_damaged']}); rebuilt from the records: "
+                      f"{report.get('dense_rebuilt', 0)} entries re-indexed")
     if check_only and problems:
         raise typer.Exit(1)
 

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import text as lex
-from ..errors import LLMError
+from ..errors import LLMError, LLMTimeoutError
 from ..llm import LLMClient, LLMResponse, system_user
 from ..models import Entry, Turn, new_id
 from ..text import WEEKDAY_TITLES
@@ -485,14 +485,20 @@ class _Attempts:
         self.turns = turns
         self.context = context
         self.note = ""
+        self.timed_out = False
 
     def __iter__(self) -> Iterator[list[dict[str, str]]]:
         self.owner._bump("windows")
         for attempt in range(self.owner.retries + 1):
+            if self.timed_out:
+                # The call used its whole deadline: asking again would double the wait of
+                # the caller's ``add`` for the same outcome; the window falls back to rules.
+                return
             if attempt:
                 self.owner._bump("retries")
             yield build_messages(self.turns, self.context, self.note)
 
     def failed(self, exc: LLMError | InvalidExtraction) -> None:
         self.owner._note_error(exc)
+        self.timed_out = isinstance(exc, LLMTimeoutError)
         self.note = RETRY_NOTE.format(reason=str(exc)[:160], last_id=f"T{len(self.turns)}")

@@ -166,9 +166,11 @@ class Guarded:
                 yield self._db
                 self._db.execute("COMMIT")
                 self._gen = self._generation()
-            except BaseException:
+            except BaseException as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+                    raise StoreError(_write_failed(self.path / DB_FILENAME, exc)) from exc
                 raise
 
     def _fresh_cache(self) -> LRUCache[tuple[Any, ...], Any]:
@@ -198,3 +200,11 @@ class Guarded:
                 raise StoreError("the store is closed")
             return self._db.execute(sql, params).fetchall()
 
+
+def _write_failed(records: Path, exc: BaseException) -> str:
+    """A write the records file refused, said plainly (nothing of it was stored)."""
+    reason = str(exc)
+    if "readonly" in reason or "read-only" in reason:
+        return (f"cannot write to the store: its records file {records} is read-only ({reason}); nothing was "
+                "written. Reads still work; give this process write access to the file and its directory.")
+    return f"cannot write to the store's records file {records} ({type(exc).__name__}: {reason}); nothing was written"

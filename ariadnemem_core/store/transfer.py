@@ -107,7 +107,10 @@ def _name(row: dict[str, Any], key: str, where: str, *, optional: bool = False) 
         return None
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"{where}.{key}", f"expected {_STR}, got {value!r:.40}")
-    return check_name(value, f"{where}.{key}")
+    check_name(value, f"{where}.{key}")
+    # Verbatim, as ``add`` stores ids: normalizing whitespace here moved a user's counters
+    # and edges to another user id than its entries.
+    return value
 
 
 def _number(row: dict[str, Any], key: str, where: str, *, optional: bool = False) -> float | None:

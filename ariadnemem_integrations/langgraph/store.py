@@ -16,6 +16,11 @@ namespace (after the prefix)       scope
 ``(user, "_", session)``           user and session, no agent
 =================================  ====================================
 
+``(user, "_")`` is refused as a namespace (it would be stored as ``(user,)``); as a
+search prefix it finds the sessions without agent. A ``put`` is gated and coarsened
+against its own scope only: the same fact under ``(user, "agentA")`` neither drops nor
+absorbs a ``put`` to ``(user,)``.
+
 What differs from a key-value store (``InMemoryStore``), by design:
 
 * ``put`` *adds*: the value's text (``content``, ``text`` or ``memory``, else its JSON)
@@ -104,6 +109,11 @@ class AriadneMemStore(BaseStore):
             raise InvalidNamespaceError(
                 f"{what} must be prefix + (user[, agent[, session]]), got {ns} (prefix {self.prefix}): "
                 "the memory's scopes are user, agent and session")
+        if not partial and len(labels) == 2 and labels[1] == NO_AGENT:
+            # Stored as (user,): a get or delete on the namespace written would see nothing.
+            raise InvalidNamespaceError(
+                f"namespace {ns}: {NO_AGENT!r} stands for 'no agent' before a session only; "
+                f"write to {self.prefix + labels[:1]} for the user's memory without agent or session")
         agent = labels[1] if len(labels) > 1 and labels[1] != NO_AGENT else None
         session = labels[2] if len(labels) > 2 else None
         return Scope(labels[0], agent, session)
