@@ -20,8 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn
-from ariadnemem_core.serialize import quote
+from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn, quote
 
 from .._compat import require
 
