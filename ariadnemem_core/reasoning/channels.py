@@ -74,8 +74,8 @@ def lexical(store: Store, q: Question, config: Config, drawn: Mapping[str, list[
 
 def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
     """The ``k_period`` memories said within the question's period most similar to it and
-    not drawn by the dense channel (a
-    range scan on the time index, then one matrix product). A period holding more than
+    not drawn by the dense channel (a range scan on the time index, then one matrix
+    product). A period holding more than
     :data:`MAX_PERIOD_SCAN` memories draws none: the scan would cost more than the dense
     search it complements (fusion's period bonus still ranks them)."""
     if q.period is None or not config.k_period:
