@@ -215,7 +215,10 @@ _LIGHT = frozenset(
     # a request's own words ("the user is trying to ... and wants to make sure ..."): they
     # frame what is asked, they name no slot
     "try tries trying tried want wants wanted help helps helping assistant figure figuring trouble using "
-    "implement implementing implemented".split()
+    "implement implementing implemented "
+    # verbs of effort: what someone does to a slot, not which slot ("optimize the load time")
+    "optimize optimizing optimized improve improving improved reduce reducing reduced increase increasing "
+    "achieve achieving achieved working handle handling".split()
 )
 #: A statement that asks: opens on a question word or an auxiliary other than a polite
 #: request's modal ("Can you move it to 7:15?" asks for a value, so it states one).
@@ -525,6 +528,19 @@ def _sized(text: str) -> dict[str, str]:
     return {stem(noun): size for size, noun in _SIZE.findall(text) if noun not in STOPWORDS}
 
 
+#: A value stated as a goal ("the goal is 100% coverage", "my weekly target is 1,200 words")
+#: and one stated as reached ("achieved 85% coverage", "wrote 1,500 words") are two
+#: attributes of one thing: a target and a measurement.
+_TARGET = re.compile(r"\b(?:goals?|target|aim|objective|quota|limit|budget)\b", re.I)
+
+
+def _targets(entry: Entry) -> bool:
+    """Whether a clause holding a quantity states it as a goal or limit."""
+    return any(_TARGET.search(c) for c in _CLAUSE.split(_statement(entry))
+               if set(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).values)
+               - {"name"})
+
+
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
     """Why two entries can both be true (so neither updates the other), or None.
 
@@ -566,6 +582,8 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         x, y = pa.after.get(slot), pb.after.get(slot)
         if x and y and x != y and x not in pb.slots and y not in pa.slots:
             return f"different {slot}: of {x} / of {y}"
+    if _targets(old) != _targets(new) and not changed:
+        return "a target and a measurement"
     sized_a, sized_b = _sized(_statement(old)), _sized(_statement(new))
     for slot in set(sized_a) & set(sized_b):
         if sized_a[slot] != sized_b[slot]:
@@ -735,6 +753,18 @@ def _attribute(entry: Entry, kind: str | None) -> frozenset[str]:
     return _attribute_of(_statement(entry), kind, tuple(entry.persons), tuple(entry.entities), entry.location)
 
 
+def _said(name: str, entry: Entry, shared: frozenset[str]) -> bool:
+    """Whether every word of ``name`` is in a clause of the entry holding a shared slot word
+    ("GitHub Pages" in "the github-pages package for the custom domain"): the name is said
+    again for the same attribute, however it is written."""
+    for clause in _CLAUSE.split(_statement(entry)):
+        if _profile_of(clause, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots & shared:
+            words = set(_WORD.findall(clause.replace("-", " ")))
+            if all(w in words for w in _WORD.findall(name)):
+                return True
+    return False
+
+
 def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[str]]:
     """The values of the clauses of ``entry`` that hold a shared slot word: what the
     attribute is said to be, not every value around it ("living in Portland since the
@@ -824,7 +854,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     if pb.strong and not own_strong and not retracted:
         return None  # its change word governs another value: that one is what changed
     if kind == "name" and not own_strong and not retracted \
-            and pa.values["name"] <= _clause_values(new, shared).get("name", pb.values["name"]):
+            and all(_said(n, new, shared) for n in pa.values["name"]):
         # Every name of the old statement is said again: a tool, place or person added to
         # the ones in use ("using Python and Flask" / "a REST API using Flask and Postgres"),
         # not one replaced, unless a change word of this sentence says so ("switched from

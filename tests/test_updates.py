@@ -456,6 +456,16 @@ def test_a_change_word_counts_for_the_value_it_governs() -> None:
     assert update_reason(rent, now, 0.6, Config(), Surroundings([cue, *filler, now])) is None
 
 
+def test_a_target_and_a_measurement_are_two_attributes() -> None:
+    """A value stated as a goal or limit and one stated as reached are both true."""
+    goal = _e("a", "user: My goal is to reach 100% test coverage.", speaker="user", turn="t1")
+    reached = _e("b", "user: We reached 85% test coverage on the core modules now.", speaker="user", turn="t2")
+    assert co_true(goal, reached) == "a target and a measurement"
+    target = _e("c", "user: My weekly writing target is 1,200 words.", speaker="user", turn="t3")
+    adjusted = _e("d", "user: The weekly writing target was adjusted to 1,350 words.", speaker="user", turn="t4")
+    assert co_true(target, adjusted) is None and _reason(target, adjusted, 0.7) is not None
+
+
 def test_one_successor_per_fact() -> None:
     """A fact with a newer state is never linked again: a later statement updates the chain
     through its latest state, so no fact has two successors."""
