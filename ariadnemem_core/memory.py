@@ -26,7 +26,7 @@ from .files import atomic_open
 from .ingest import Ingestor
 from .limits import load_json
 from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
-from .store import Store
+from .store import Store, open_store
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -60,8 +60,13 @@ class AriadneMemory:
     SQLite file at ``path``, the source of truth the server is reconciled with on open.
     Opening an existing embedded store with a server moves its vectors there.
 
+    A ``postgresql://`` URL instead of a path keeps the whole memory (records, full-text
+    and vectors) in one Postgres database with pgvector, which any number of processes
+    on any number of hosts share (the ``postgres`` extra; see the deployment guide).
+
     Args:
-        path: the store's directory (created if missing); None for an ephemeral memory.
+        path: the store's directory (created if missing), None for an ephemeral memory,
+            or a ``postgresql://user:password@host/db`` URL (the password is never printed).
         config: thresholds and switches (default :class:`Config`).
         embedder: the embedding model (default: the offline all-MiniLM-L6-v2). A store
             refuses to open with another embedder than the one it was built with.
@@ -93,9 +98,9 @@ class AriadneMemory:
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self.store = Store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
-                           chroma_client=chroma_client, chroma_host=chroma_host, chroma_port=chroma_port,
-                           lock_timeout=lock_timeout)
+        self.store: Store = open_store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
+                                       chroma_client=chroma_client, chroma_host=chroma_host,
+                                       chroma_port=chroma_port, lock_timeout=lock_timeout)
         self._ingest = Ingestor(self.store, self.embedder, self.config, extractor)
         self._write_lock = threading.RLock()
         self._llm = llm
@@ -135,8 +140,19 @@ class AriadneMemory:
 
     @property
     def path(self) -> Path:
-        """The store's directory (a temporary one for an ephemeral memory)."""
+        """The store's directory (a temporary one for an ephemeral memory).
+
+        Raises:
+            StoreError: the memory lives on a server (see :attr:`location`).
+        """
+        if self.store.path is None:
+            raise StoreError(f"the memory at {self.store.location} has no directory")
         return self.store.path
+
+    @property
+    def location(self) -> str:
+        """Where the memory lives, safe to print: its directory, or its URL without the password."""
+        return self.store.location
 
     # ------------------------------------------------------------------ writes
     def add(
@@ -432,8 +448,9 @@ class AriadneMemory:
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
-                 session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
-        """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
+                 session_id: str | None = None, query_vector: np.ndarray | None = None,
+                 config: Config | None = None) -> EvidenceGraph:
+        """The query's connected evidence graph (no LLM call). See :mod:`.reasoning`.
 
         The query is cleaned like turn text (control characters stripped, lone surrogates
         replaced with U+FFFD since it is never stored) and cut to its last
@@ -446,6 +463,9 @@ class AriadneMemory:
             agent_id: only this agent's memories.
             session_id: only this session's memories.
             query_vector: the query's embedding, when the caller has it already.
+            config: read-path settings for this call only (a tighter budget, a stage
+                switched off for an ablation); the memory's own ``config`` otherwise.
+                What was stored is not changed by it.
 
         Returns:
             The evidence graph: facts in time order, typed edges, reasoning paths, and
@@ -454,8 +474,9 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
-        return build_evidence_graph(self.store, self.embedder, self.config, query,
-                                    Scope(user_id, agent_id, session_id), query_vector=query_vector)
+        with self.store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
+            return build_evidence_graph(self.store, self.embedder, config or self.config, query,
+                                        Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
         """:meth:`add` in a worker thread (embedding is CPU work; the event loop stays free).

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ariadnemem_core import NotFoundError
-from tests.conftest import turn
+from tests.conftest import BOTH_BACKENDS, turn
+
+pytestmark = BOTH_BACKENDS
 
 HOUR = 60
 DAY = 24 * HOUR
@@ -173,7 +175,7 @@ def test_import_is_all_or_nothing(make_memory, tmp_path):
     assert copy.import_(path) == len(mem.entries("alice"))
 
 
-def test_retrieval_cache_sees_writes_from_another_handle(make_memory, tmp_path):
+def test_retrieval_cache_sees_writes_from_another_handle(make_memory, store_location):
     """The retrieval path caches decoded entries per store generation; a write through
     another handle on the same path (as another process would) must invalidate it."""
     from ariadnemem_core import AriadneMemory
@@ -186,7 +188,7 @@ def test_retrieval_cache_sees_writes_from_another_handle(make_memory, tmp_path):
     kickoff = [f for f in before.facts if "kickoff" in f.text.lower()]
     assert kickoff
     gone = kickoff[0].id
-    writer = AriadneMemory(tmp_path / "shared", embedder=reader.embedder)
+    writer = AriadneMemory(store_location("shared"), embedder=reader.embedder)
     try:
         writer.delete(gone)
         writer.add([turn("Leo", "The kickoff meeting moved to 5 pm on Friday.", 5 * DAY, "c7")])

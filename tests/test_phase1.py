@@ -9,7 +9,9 @@ import pytest
 
 from ariadnemem_core import Config, InvalidInputError, Turn
 from ariadnemem_core.coarsening import keyword_overlap, terms
-from tests.conftest import turn
+from tests.conftest import BOTH_BACKENDS, turn
+
+pytestmark = BOTH_BACKENDS
 
 DAY = 24 * 60
 

@@ -12,6 +12,9 @@ from ariadnemem_core import Config
 from ariadnemem_core.bench.updates import load_suite, run_update_suite
 from ariadnemem_core.coarsening import Action, Surroundings, changed_types, co_true, decide, update_reason
 from ariadnemem_core.models import Entry
+from tests.conftest import BOTH_BACKENDS
+
+pytestmark = BOTH_BACKENDS
 
 #: What the offline (rule) detector reaches on the shipped suite; the issue's targets are
 #: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason. They were

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..store.opening import is_store_url, redact_url, with_schema
 from .baselines import METHODS, FlatIndex
 from .charts import qa_chart, recall_chart
 from .ingest import fresh_embedder, ingest_all, set_torch_threads, warm_embedder
@@ -69,7 +70,8 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Dataset, embedder: Any, store: Path | None,
+def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Dataset, embedder: Any,
+                   store: str | Path | None,
                    prog: Any, diagnostics: list[dict[str, Any]] | None, *, llm: Any = None,
                    llm_turns_per_call: int | None = LLM_TURNS_PER_CALL,
                    collector: QACollector | None = None) -> dict[str, Any]:
@@ -87,7 +89,11 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         from ..extraction.llm import LLMExtractor
 
         extractor = LLMExtractor(llm, max_turns_per_call=llm_turns_per_call)
-    path = store / (slug(name) + ("-llm" if llm is not None else "")) if store is not None else None
+    path: str | Path | None = None
+    if isinstance(store, str):  # a postgresql:// URL: one schema per system
+        path = with_schema(store, slug(name).replace("-", "_") + ("_llm" if llm is not None else ""))
+    elif store is not None:
+        path = store / (slug(name) + ("-llm" if llm is not None else ""))
     records: list[QuestionRecord] = []
     embedder = fresh_embedder(embedder)
     with AriadneMemory(path, cfg, embedder=embedder, extractor=extractor) as mem:
@@ -131,7 +137,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         "kind": "ariadnemem",
         "ablation": ablation,
         "config": cfg.to_dict(),
-        "store": str(path) if path is not None else None,
+        "store": (redact_url(path) if isinstance(path, str) else str(path)) if path is not None else None,
         "ingest": ingest,
         "extractor": "llm" if llm is not None else "rule",
         "construction": construction,
@@ -241,7 +247,9 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
     embedder = embedder or MiniLMEmbedder(threads=threads)
     load_s = warm_embedder(embedder)
     base = config or Config()
-    store_dir = Path(store) if store is not None else None
+    store_dir: str | Path | None = None
+    if store is not None:
+        store_dir = str(store) if is_store_url(store) else Path(store)
     diagnostics: list[dict[str, Any]] = []
     systems: dict[str, dict[str, Any]] = {}
     with progress_bar(progress) as prog:

@@ -39,9 +39,9 @@ def default_store() -> Path:
     return Path(base) / "ariadnemem"
 
 
-StoreOpt = Annotated[Path | None, typer.Option(
+StoreOpt = Annotated[str | None, typer.Option(
     "--store", envvar=ENV_STORE, show_default=False, rich_help_panel="Memory",
-    help="Memory directory (env ARIADNEMEM_STORE; default ~/.local/share/ariadnemem).")]
+    help="Memory directory or postgresql:// URL (env ARIADNEMEM_STORE; default ~/.local/share/ariadnemem).")]
 UserOpt = Annotated[str, typer.Option(
     "--user", "-u", envvar=ENV_USER, rich_help_panel="Memory", help="User id: whose memories.")]
 #: ``stats`` and ``export``: one user, or (the default) the whole store.
@@ -75,7 +75,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 @contextmanager
-def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *,
+def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: int, *,
                 must_exist: bool = False, flush: bool = True, **kwargs: Any) -> Iterator[AriadneMemory]:
     """Open the memory the options name (closing it flushes partial windows).
 
@@ -86,13 +86,18 @@ def open_memory(store: Path | None, chroma_host: str | None, chroma_port: int, *
     for the next ``add``).
     """
     from ..memory import AriadneMemory
-    from ..store import Store
+    from ..store import SQLiteStore, is_store_url
 
-    path = (store or default_store()).expanduser()
-    check_store_dir(path)
-    if must_exist and not Store.exists(path):
-        raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
-    mem = AriadneMemory(path, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None, **kwargs)
+    location: str | Path
+    if is_store_url(store):
+        location = str(store)  # a server: it exists (or is created) on open
+    else:
+        location = path = Path(store).expanduser() if store else default_store()
+        check_store_dir(path)
+        if must_exist and not SQLiteStore.exists(path):
+            raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
+    mem = AriadneMemory(location, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None,
+                        **kwargs)
     try:
         yield mem
     finally:
@@ -106,9 +111,9 @@ def check_store_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise fail(f"--store {path} is a file, not a memory directory (give a new or empty directory, "
                    "or one that holds a memory)", code=2)
-    from ..store import Store
+    from ..store import SQLiteStore
 
-    if path.is_dir() and not Store.exists(path) and any(path.iterdir()):
+    if path.is_dir() and not SQLiteStore.exists(path) and any(path.iterdir()):
         raise fail(f"--store {path} is a directory that holds other files but no memory; refusing to write "
                    "a memory into it (give a new or empty directory)", code=2)
 

@@ -53,8 +53,9 @@ def locomo(
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/locomo"),
     ablate: Annotated[list[str] | None, typer.Option(
         "--ablate", help="Extra systems with a component off: gating,coarsening,bridges,paths,fastpaths.")] = None,
-    store: Annotated[Path | None, typer.Option(
-        "--store", help="Keep each system's memory under DIR/<system> (reused by later runs).")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="Keep each system's memory under DIR/<system> (reused by later runs), or in a "
+                        "postgresql:// database (one schema per system).")] = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     qa: Annotated[bool, typer.Option(
@@ -304,3 +305,39 @@ def startup(
              if res["throughput_ratio"] else ""))
     print(f"targets met: {', '.join(k for k, v in met.items() if v)}; missed: "
           f"{', '.join(k for k, v in met.items() if v is False) or 'none'} -> {out_dir}")
+
+
+@bench_app.command("hosts")
+@handle_errors
+def hosts(
+    path: DataArg,
+    store: Annotated[str, typer.Option("--store", help="A postgresql:// URL (each run uses a fresh schema).")],
+    writers: Annotated[int, typer.Option("--writers", min=1, help="Writer processes of the main run.")] = 4,
+    readers: Annotated[int, typer.Option("--readers", min=0, help="Reader processes of the main run.")] = 4,
+    seconds: Annotated[float, typer.Option("--seconds", min=1, help="Length of the main run.")] = 60.0,
+    curve: Annotated[str, typer.Option("--curve", help="Writer counts of the throughput curve.")] = "1,2,4",
+    curve_seconds: Annotated[float, typer.Option("--curve-seconds", min=1, help="Length of each curve run.")] = 20.0,
+    embedder: Annotated[str, typer.Option("--embedder", help="minilm or hash.")] = "minilm",
+    no_sqlite: Annotated[bool, typer.Option("--no-sqlite", help="Skip the embedded-store run.")] = False,
+    warm: Annotated[str, typer.Option(
+        "--warm", help="Conversation for the warm-latency comparison of the backends ('' skips it).")] = "conv-26",
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/hosts"),
+    quiet: QuietOpt = False,
+) -> None:
+    """N writer + M reader processes on one Postgres memory: turns/s, p50/p95, lost/duplicated/cross-user."""
+    _require_bench()
+    from ..bench.hosts import run_hosts
+    from ..store import is_store_url
+
+    if not is_store_url(store):
+        raise typer.BadParameter("give a postgresql:// URL", param_hint="--store")
+    if embedder not in ("minilm", "hash"):
+        raise typer.BadParameter("minilm or hash", param_hint="--embedder")
+    counts = [int(c) for c in _csv([curve])]
+    res = run_hosts(path, store, out_dir, writers=writers, readers=readers, seconds=seconds, curve=counts,
+                    curve_seconds=curve_seconds, embedder=embedder, sqlite=not no_sqlite,
+                    warm_conversation=warm or None, log=(lambda _: None) if quiet else print)
+    from ..bench.hosts import hosts_markdown
+
+    print(hosts_markdown(res), end="")
+    print(f"wrote {out_dir / 'hosts.md'} and hosts.json")

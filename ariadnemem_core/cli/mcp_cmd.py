@@ -83,8 +83,8 @@ def mcp(
         signal.signal(signal.SIGTERM, _stop)
         if address:
             host, port = address
-            err.print(f"AriadneMem MCP server: http://{host}:{port}/mcp ({mem.path}, {scope})")
+            err.print(f"AriadneMem MCP server: http://{host}:{port}/mcp ({mem.location}, {scope})")
             server.run("streamable-http", host=host, port=port)
         else:
-            err.print(f"AriadneMem MCP server on stdio ({mem.path}, {scope})")
+            err.print(f"AriadneMem MCP server on stdio ({mem.location}, {scope})")
             server.run()

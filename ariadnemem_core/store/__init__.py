@@ -1,6 +1,9 @@
-"""Persistent storage: SQLite is the source of truth, chromadb the dense index.
+"""Persistent storage: the :class:`Store` protocol and its embedded backend.
 
-:class:`Store` is one object over four modules:
+:class:`Store` (:mod:`.protocol`) is what Phase I, Phase II and the facade call;
+:func:`open_store` opens a backend from a path or URL. The embedded default,
+:class:`SQLiteStore` (SQLite is the source of truth, chromadb the dense index), is one
+object over four modules:
 
 * :mod:`.records` - SQLite (WAL, one file) holds every entry record with its provenance
   and embedding, the update edges, pending turns, fast-path counters, attributes and
@@ -25,16 +28,18 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInputError, StoreError
-from ..models import Scope
+from ..errors import StoreError
+from ..models import Entry, Scope
 from . import transfer
 from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, _close_client, collection_name
 from .locking import DB_FILENAME
+from .opening import is_store_url, open_store, redact_url
+from .protocol import Store
 from .records import (
     _SCHEMA,
     SCHEMA_VERSION,
@@ -42,8 +47,6 @@ from .records import (
     PendingConflict,
     Records,
     WindowCommit,
-    _scope_sql,
-    _turn_from_json,
     fts_query,
     scope_token,
 )
@@ -55,12 +58,12 @@ if TYPE_CHECKING:
 #: Created once a store's first set-up (schema, meta, dense index files) has finished.
 READY_MARKER = "ready"
 
-__all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "PendingConflict", "Store",
-           "WindowCommit",
-           "collection_name", "fts_query", "scope_token"]
+__all__ = ["DB_FILENAME", "DEFAULT_CHROMA_PORT", "SCHEMA_VERSION", "STAT_KEYS", "PendingConflict", "SQLiteStore",
+           "Store", "WindowCommit", "collection_name", "fts_query", "is_store_url", "open_store", "redact_url",
+           "scope_token"]
 
 
-class Store(Records, DenseIndex):
+class SQLiteStore(Records, DenseIndex):
     """The on-disk memory. Thread-safe (one lock; SQLite in WAL mode with a busy timeout).
 
     Args:
@@ -163,6 +166,11 @@ class Store(Records, DenseIndex):
                 shutil.rmtree(self.path, ignore_errors=True)
             raise
 
+    @property
+    def location(self) -> str:
+        """The store's directory, for messages."""
+        return str(self.path)
+
     @staticmethod
     def exists(path: str | Path) -> bool:
         """Whether ``path`` holds a store (so a reader can refuse to create an empty one).
@@ -187,10 +195,9 @@ class Store(Records, DenseIndex):
         # lazily from inside ``_index`` it would see them unindexed and push every vector
         # of the window twice (measured: half the CPU of a 10,000-entry window).
         self._ensure_reconciled()
-        if self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"):
+        if self.has_unindexed():
             self.reconcile()  # a writer died between its commit and its vector write
-        with self._tx() as db:
-            self._write_window(db, commit)
+        self.write_window(commit)
         self._catch_up()
         if commit.added:
             self._index(commit.added)
@@ -202,8 +209,7 @@ class Store(Records, DenseIndex):
                     col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
             except StoreError:
                 # Mark them for reconcile(), whose upsert carries the fresh metadata.
-                with self._tx() as db:
-                    db.executemany("UPDATE entries SET indexed = 0 WHERE id = ?", [(e.id,) for e in commit.merged])
+                self.mark_unindexed([e.id for e in commit.merged])
                 raise
 
     # ------------------------------------------------------------------ deletion
@@ -217,20 +223,8 @@ class Store(Records, DenseIndex):
         found = self.get([entry_id], user_id)
         if entry_id not in found:
             return False
-        entry = found[entry_id]
-        with self._tx() as db:
-            preds = [r[0] for r in db.execute(
-                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry_id,))]
-            succs = db.execute(
-                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
-                (entry_id,)).fetchall()
-            db.executemany(
-                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
-                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
-                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
-            )
-            self._delete_rows(db, [entry])
-        self._drop_vectors([entry])
+        self.delete_entry_rows(found[entry_id])
+        self._drop_vectors([found[entry_id]])
         return True
 
     def forget(self, scope: Scope) -> int:
@@ -240,17 +234,7 @@ class Store(Records, DenseIndex):
 
     def _forget(self, scope: Scope) -> int:
         victims = self.entries(scope)
-        with self._tx() as db:
-            self._delete_rows(db, victims)
-            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
-            db.execute(sql, params)
-            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
-            db.execute(sql, params)
-            if scope.agent_id is None and scope.session_id is None:
-                db.execute("DELETE FROM stats WHERE user_id = ?", (scope.user_id,))
-                db.execute("DELETE FROM edges WHERE user_id = ?", (scope.user_id,))
-                db.execute("DELETE FROM mentions WHERE user_id = ?", (scope.user_id,))
-                db.execute("DELETE FROM attributes WHERE user_id = ?", (scope.user_id,))
+        self.forget_rows(scope, victims)
         self._drop_vectors(victims)
         if scope.agent_id is None and scope.session_id is None:
             # The user is gone: drop the (now empty) collection too, so nothing of theirs,
@@ -266,11 +250,7 @@ class Store(Records, DenseIndex):
             self._clear()
 
     def _clear(self) -> None:
-        users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
-        with self._tx() as db:
-            for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
-                          "stats", "tombstones", "entries_fts"):
-                db.execute(f"DELETE FROM {table}")
+        users = self.clear_rows()
         with self._lock:
             for user_id in users:
                 with suppress(Exception):
@@ -293,18 +273,13 @@ class Store(Records, DenseIndex):
         Returns:
             ``entries`` checked, ``bad_entries`` found (id, reason), ``bad_pending``
             found, the reconcile counts (``reindexed``, ``removed``, ``rebuilt_users``,
-            ``quarantined_now``), ``drifted_users`` and every ``quarantined`` row.
+            ``quarantined_now``), ``drifted_users``, every ``quarantined`` row and, after a
+            repair, how many ``messages`` the rebuilt message view holds.
         """
         bad = self.bad_entries()
         report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],
                                   "drifted_users": self._drift()[1]}
-        rows = self._read("SELECT seq, turn FROM pending_turns ORDER BY seq")
-        bad_pending = []
-        for seq, raw in rows:
-            try:
-                _turn_from_json(raw)
-            except InvalidInputError as exc:
-                bad_pending.append((seq, str(exc)))
+        bad_pending = self.bad_pending()
         report["bad_pending"] = [list(b) for b in bad_pending]
         counts = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
         if repair:
@@ -315,6 +290,9 @@ class Store(Records, DenseIndex):
                     self.quarantine_pending(bad_pending)
                     counts["quarantined"] += len(bad_pending)
                 counts = {k: counts[k] + v for k, v in self.reconcile().items()}
+                # Derived from the entries: rebuilt whole (a store written before the message
+                # view existed gets it here; a quarantined entry leaves it).
+                report["messages"] = self.rebuild_messages()
         report.update({k: v for k, v in counts.items() if k != "quarantined"})
         report["quarantined_now"] = counts["quarantined"]
         report["quarantined"] = self.quarantined()
@@ -328,6 +306,10 @@ class Store(Records, DenseIndex):
     def import_rows(self, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
         """Load rows of :meth:`export_rows`, all or nothing (see :func:`.transfer.import_rows`)."""
         return transfer.import_rows(self, rows)
+
+    def index_imported(self, entries: Sequence[Entry]) -> None:
+        """Push imported entries' vectors to the dense index (after their records commit)."""
+        self._index(entries)
 
     def close(self) -> None:
         # Wait (bounded) for a commit in flight in another thread; close regardless.

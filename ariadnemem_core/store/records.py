@@ -18,8 +18,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
-from contextlib import suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,8 @@ from ..text import QUERY_STOPWORDS
 from .locking import Guarded
 
 SCHEMA_VERSION = 1
+#: Turns kept per scope as pronoun context for the next window.
+RECENT_TURNS = 4
 #: Counters every ``stats()`` reports (zero when nothing happened yet).
 STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "gate_low_info", "gate_low_info_entries",
              "merge", "link", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
@@ -116,6 +118,23 @@ CREATE TABLE IF NOT EXISTS stats (
 );
 CREATE TABLE IF NOT EXISTS tombstones (entry_id TEXT PRIMARY KEY, user_id TEXT NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope, body, tokenize = 'porter unicode61');
+-- The message view: one row per stored message (turn), derived from the entries that
+-- stand for it (their mean vector, their words), so a question can be matched against
+-- whole messages as a flat search over the log would (``search_messages``). Derived data:
+-- written with the window, dropped with its entries, rebuilt from the entries
+-- (``rebuild_messages``) after an import or by doctor().
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    turn_id TEXT NOT NULL,
+    entry_ids TEXT NOT NULL,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_user ON messages(user_id, seq);
+CREATE INDEX IF NOT EXISTS messages_turn ON messages(user_id, turn_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(scope, body, tokenize = 'porter unicode61');
 -- Rows that cannot be used (a pending turn that is not a valid turn, an entry whose
 -- embedding or fields are broken) are moved here with the reason instead of failing every
 -- later operation: kept (nothing is lost), reported by stats()/doctor(), never read back.
@@ -131,6 +150,22 @@ CREATE TABLE IF NOT EXISTS quarantine (
     created_at REAL NOT NULL
 );
 """
+
+#: Export record kind -> (table, columns, order; None: insertion order). The columns are
+#: what :mod:`.transfer` writes per record, so every backend exports the same tuples.
+EXPORT_TABLES: dict[str, tuple[str, str, str | None]] = {
+    "edge": ("edges", "src, dst, kind, user_id, similarity, overlap, created_at", None),
+    "mention": ("mentions", "user_id, person, term, entry_id", None),
+    "attribute": ("attributes", "user_id, subject, attribute, value, entry_id, ts", None),
+    "stat": ("stats", "user_id, key, value", "user_id, key"),
+}
+_IMPORT_SQL = {
+    "edge": "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "mention": "INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
+    "attribute": "INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) VALUES (?, ?, ?, ?, ?, ?)",
+    "pending": "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+}
 
 ENTRY_COLUMNS = (
     "seq, id, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic, "
@@ -180,10 +215,10 @@ class PendingConflict(StoreError):
 
 
 class Records(Guarded):
-    """The SQLite side of :class:`~ariadnemem_core.store.Store`: every table and its reads."""
+    """The SQLite side of :class:`~ariadnemem_core.store.SQLiteStore`: every table and its reads."""
 
     #: Turns kept per scope as pronoun context for the next window.
-    RECENT_TURNS = 4
+    RECENT_TURNS = RECENT_TURNS
     dim: int
 
     def _check_meta(self, embedder_name: str) -> None:
@@ -233,6 +268,16 @@ class Records(Guarded):
                 [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns],
             )
             self._bump(db, scope.user_id, {"turns_seen": len(turns)})
+
+    def claim(self, scope: Scope) -> AbstractContextManager[None]:
+        """No claim is taken here: extraction runs unlocked and a window whose pending
+        turns another writer committed meanwhile is dropped at commit (:class:`PendingConflict`)."""
+        return nullcontext()
+
+    def reading(self, user_id: str) -> AbstractContextManager[None]:
+        """Nothing to open: the read cache checks the generation on every cached read
+        (one in-process SQLite query)."""
+        return nullcontext()
 
     def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or every) pending turn in arrival order. A row that is not a valid
@@ -361,6 +406,11 @@ class Records(Guarded):
         return [r[0] for r in rows]
 
     # ------------------------------------------------------------------ window commit
+    def write_window(self, commit: WindowCommit) -> None:
+        """The records of one window, in one transaction (see :meth:`_write_window`)."""
+        with self._tx() as db:
+            self._write_window(db, commit)
+
     def _write_window(self, db: sqlite3.Connection, commit: WindowCommit) -> None:
         """The SQLite part of a window commit, inside the caller's transaction."""
         scope = commit.scope
@@ -376,15 +426,7 @@ class Records(Guarded):
                 raise PendingConflict(f"{len(commit.processed_pending) - deleted} of the window's pending turns "
                                       "were already processed by another writer")
         for entry in commit.added:
-            cur = db.execute(
-                "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
-                "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _entry_params(entry),
-            )
-            entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
-            db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
-                       (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+            self._insert_entry(db, entry)
         for entry in commit.merged:
             db.execute(
                 "UPDATE entries SET keywords = ?, persons = ?, entities = ?, ts = ?, "
@@ -409,6 +451,8 @@ class Records(Guarded):
             "VALUES (?, ?, ?, ?, ?, ?)",
             [(scope.user_id, *a) for a in commit.attributes],
         )
+        window_turns = {t.turn_id for t in commit.processed_turns if t.turn_id}
+        insert_messages(db, [m for m in message_rows([*commit.added, *commit.merged]) if m.turn_id in window_turns])
         if commit.processed_turns:
             last = commit.processed_turns[-self.RECENT_TURNS :]
             db.execute(
@@ -560,6 +604,58 @@ class Records(Guarded):
         )
         return [(r[0], float(r[1])) for r in rows]
 
+    def message_index(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray]:
+        """The scope's message view for dense search: (turn ids, the entry ids of each
+        message, their vectors as a matrix), cached for the store generation.
+
+        A scan, not an index: one user's messages (a year of chat is ~20,000; 30 MB of
+        vectors) are scored with one matrix product in a few milliseconds.
+        """
+        def load() -> tuple[list[str], list[list[str]], np.ndarray]:
+            sql, params = _scope_sql("SELECT turn_id, entry_ids, embedding FROM messages WHERE user_id = ?",
+                                     [scope.user_id], scope)
+            rows = self._read(sql + " ORDER BY seq", params)
+            if not rows:
+                return [], [], np.zeros((0, self.dim), dtype=np.float32)
+            mat = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+            return [r[0] for r in rows], [json.loads(r[1]) for r in rows], mat
+
+        return self._cached(("messages", scope.user_id, scope.agent_id, scope.session_id), load)  # type: ignore[no-any-return]
+
+    def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
+        expr = fts_query(query)
+        if expr is None:
+            return []
+        scope_expr = " AND ".join(f'scope : "{tok}"' for tok in _scope_filter_tokens(scope))
+        rows = self._read(
+            "SELECT m.turn_id, f.score FROM (SELECT rowid, -bm25(messages_fts, 0.0, 1.0) AS score FROM messages_fts "
+            "WHERE messages_fts MATCH ? ORDER BY bm25(messages_fts, 0.0, 1.0) LIMIT ?) f "
+            "JOIN messages m ON m.seq = f.rowid ORDER BY f.score DESC",
+            (f"{scope_expr} AND ({expr})", k),
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    def rebuild_messages(self, user_id: str | None = None) -> int:
+        """Derive the message view again from the entries (all users, or one); returns
+        how many messages it holds now. For stores written before the view existed, and
+        after an import."""
+        with self._tx() as db:
+            if user_id is None:
+                db.execute("DELETE FROM messages")
+                db.execute("DELETE FROM messages_fts")
+                users = [r[0] for r in db.execute("SELECT DISTINCT user_id FROM entries")]
+            else:
+                delete_messages(db, user_id)
+                users = [user_id]
+            count = 0
+            for user in users:
+                rows = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user,))
+                messages = message_rows(readable(rows.fetchall()))
+                insert_messages(db, messages)
+                count += len(messages)
+            return count
+
     def edges(self, user_id: str, ids: Iterable[str] | None = None) -> list[UpdateEdge]:
         if ids is None:
             rows = self._read(
@@ -635,6 +731,128 @@ class Records(Guarded):
         return out
 
 
+    # ------------------------------------------------------------------ deletion (records side)
+    def has_unindexed(self) -> bool:
+        """Whether a committed entry still waits for its vector (a writer died in between)."""
+        return bool(self._read("SELECT 1 FROM entries WHERE indexed = 0 LIMIT 1"))
+
+    def mark_unindexed(self, ids: Sequence[str]) -> None:
+        """Flag entries for the next reconcile (their dense copy is out of date)."""
+        with self._tx() as db:
+            db.executemany("UPDATE entries SET indexed = 0 WHERE id = ?", [(i,) for i in ids])
+
+    def delete_entry_rows(self, entry: Entry) -> None:
+        """Remove one entry's records, bridging update chains through it (``a -> x -> b``
+        becomes ``a -> b``), in one transaction; its vector goes through the tombstone."""
+        with self._tx() as db:
+            preds = [r[0] for r in db.execute(
+                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry.id,))]
+            succs = db.execute(
+                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
+                (entry.id,)).fetchall()
+            db.executemany(
+                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
+                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
+            )
+            self._delete_rows(db, [entry])
+
+    def forget_rows(self, scope: Scope, victims: Sequence[Entry]) -> None:
+        """Remove a scope's entries (``victims``), pending and recent turns, and for a whole
+        user their counters, edges, mentions and attributes, in one transaction."""
+        with self._tx() as db:
+            self._delete_rows(db, victims)
+            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
+            db.execute(sql, params)
+            delete_messages(db, scope.user_id, scope=scope)
+            if scope.agent_id is None and scope.session_id is None:
+                for table in ("stats", "edges", "mentions", "attributes"):
+                    db.execute(f"DELETE FROM {table} WHERE user_id = ?", (scope.user_id,))
+
+    def clear_rows(self) -> list[str]:
+        """Remove every record (all users); returns the users that had entries."""
+        users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
+        with self._tx() as db:
+            for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
+                          "stats", "tombstones", "entries_fts", "messages", "messages_fts"):
+                db.execute(f"DELETE FROM {table}")
+        return users
+
+    def bad_pending(self) -> list[tuple[int, str]]:
+        """(seq, reason) of every pending row that is not a valid turn."""
+        bad = []
+        for seq, raw in self._read("SELECT seq, turn FROM pending_turns ORDER BY seq"):
+            try:
+                _turn_from_json(raw)
+            except InvalidInputError as exc:
+                bad.append((int(seq), str(exc)))
+        return bad
+
+    # ------------------------------------------------------------------ export / import (records side)
+    @property
+    def embedder_name(self) -> str:
+        """The embedder the store was built with (an import of another one is refused)."""
+        return str(self._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0])
+
+    def export_entries(self, user_id: str | None = None) -> Iterator[Entry]:
+        """Every entry (of ``user_id``, or all) in insertion order, validity filled."""
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+        rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params)
+        for start in range(0, len(rows), 500):
+            chunk = [row_to_entry(row) for row in rows[start : start + 500]]
+            self._fill_validity(chunk)
+            yield from chunk
+
+    def export_table(self, kind: str, user_id: str | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one exported record kind (see :data:`EXPORT_TABLES`), in a stable order."""
+        table, columns, order = EXPORT_TABLES[kind]
+        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
+        return self._read(f"SELECT {columns} FROM {table} {where} ORDER BY {order or 'rowid'}", params)
+
+    def held_ids(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` that this store already holds (all users)."""
+        out: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            out += [r[0] for r in self._read(f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
+                                             chunk)]
+        return out
+
+    def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]:
+        """Write checked import records in one transaction; returns the new entries
+        (seq set), which the caller indexes."""
+        entries: list[Entry] = []
+        with self._tx() as db:
+            for kind, item in plan:
+                if kind == "entry":
+                    self._insert_entry(db, item)
+                    entries.append(item)
+                elif kind == "stat":
+                    user_id, key, value = item
+                    row = db.execute("SELECT value FROM stats WHERE user_id = ? AND key = ?",
+                                     (user_id, key)).fetchone()
+                    if row is not None and int(row[0]) + value > 2**63 - 1:
+                        raise InvalidInputError(f"stat {key}", "the sum with the stored counter overflows 64 bits")
+                    self._bump(db, user_id, {key: value})
+                else:
+                    db.execute(_IMPORT_SQL[kind], item)
+            # The message view is derived from the entries: made here, as the commit makes it.
+            insert_messages(db, message_rows(entries))
+        return entries
+
+    def _insert_entry(self, db: sqlite3.Connection, entry: Entry) -> None:
+        cur = db.execute(
+            "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
+            "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _entry_params(entry),
+        )
+        entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
+        db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                   (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         for e in entries:
             db.execute("DELETE FROM entries WHERE id = ?", (e.id,))
@@ -643,6 +861,79 @@ class Records(Guarded):
             db.execute("DELETE FROM mentions WHERE entry_id = ?", (e.id,))
             db.execute("DELETE FROM attributes WHERE entry_id = ?", (e.id,))
             db.execute("INSERT OR REPLACE INTO tombstones(entry_id, user_id) VALUES (?, ?)", (e.id, e.user_id))
+            # The message view of its turns goes with it: it holds the message's words.
+            for turn_id in e.source_turn_ids:
+                delete_messages(db, e.user_id, turn_id)
+
+
+# ---------------------------------------------------------------------- the message view
+@dataclass(slots=True)
+class MessageRow:
+    """One message as the message view holds it (see ``messages`` in the schema)."""
+
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    turn_id: str
+    entry_ids: list[str]
+    body: str
+    vector: np.ndarray
+
+
+def message_rows(entries: Iterable[Entry]) -> list[MessageRow]:
+    """The message view of ``entries``: per (scope, turn), the entries that stand for the
+    turn, their words (own words where kept, else the restatement) and the normalised
+    mean of their vectors. The same rows whether derived at commit or rebuilt later."""
+    groups: dict[tuple[str, str | None, str | None, str], list[Entry]] = {}
+    for e in entries:
+        for turn_id in e.source_turn_ids:
+            groups.setdefault((e.user_id, e.agent_id, e.session_id, turn_id), []).append(e)
+    rows: list[MessageRow] = []
+    for (user_id, agent_id, session_id, turn_id), group in groups.items():
+        vecs = [e.embedding for e in group if e.embedding is not None]
+        if not vecs:
+            continue
+        mean = np.mean(np.stack(vecs), axis=0).astype(np.float32)
+        norm = float(np.linalg.norm(mean))
+        said = [e.metadata.get("said") for e in group]
+        body = " ".join(s if isinstance(s, str) and s else e.text for s, e in zip(said, group, strict=True))
+        rows.append(MessageRow(user_id, agent_id, session_id, turn_id, [e.id for e in group], body,
+                               mean / norm if norm > 0 else mean))
+    return rows
+
+
+def insert_messages(db: sqlite3.Connection, rows: Sequence[MessageRow]) -> None:
+    for m in rows:
+        cur = db.execute(
+            "INSERT INTO messages(user_id, agent_id, session_id, turn_id, entry_ids, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (m.user_id, m.agent_id, m.session_id, m.turn_id, json.dumps(m.entry_ids),
+             np.asarray(m.vector, dtype=np.float32).tobytes()),
+        )
+        toks = [scope_token("u", m.user_id)]
+        if m.agent_id is not None:
+            toks.append(scope_token("a", m.agent_id))
+        if m.session_id is not None:
+            toks.append(scope_token("s", m.session_id))
+        db.execute("INSERT INTO messages_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                   (cur.lastrowid, " ".join(toks), m.body))
+
+
+def delete_messages(db: sqlite3.Connection, user_id: str, turn_id: str | None = None,
+                     scope: Scope | None = None) -> None:
+    """Drop message rows of a user (one turn of theirs, or those of a scope)."""
+    sql, params = "SELECT seq FROM messages WHERE user_id = ?", [user_id]
+    if turn_id is not None:
+        sql += " AND turn_id = ?"
+        params.append(turn_id)
+    if scope is not None:
+        sql, params = _scope_sql(sql, params, scope)
+    seqs = [r[0] for r in db.execute(sql, params)]
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        db.execute(f"DELETE FROM messages WHERE seq IN ({marks})", chunk)
+        db.execute(f"DELETE FROM messages_fts WHERE rowid IN ({marks})", chunk)
 
 
 # ---------------------------------------------------------------------- module helpers

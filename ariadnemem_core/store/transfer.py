@@ -9,46 +9,56 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from ..errors import InvalidInputError, StoreError
 from ..limits import _SURROGATE, MAX_TEXT_CHARS, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
-from .records import ENTRY_COLUMNS, SCHEMA_VERSION, _entry_params, _fts_body, _scope_tokens, row_to_entry
-
-if TYPE_CHECKING:
-    from . import Store
+from .records import SCHEMA_VERSION
 
 
-def export_rows(store: Store, user_id: str | None = None) -> Iterator[dict[str, Any]]:
+class Transferable(Protocol):
+    """What export and import need of a backend (each keeps its own SQL)."""
+
+    dim: int
+
+    @property
+    def embedder_name(self) -> str: ...
+
+    def export_entries(self, user_id: str | None = None) -> Iterator[Entry]: ...
+
+    def export_table(self, kind: str, user_id: str | None = None) -> list[tuple[Any, ...]]: ...
+
+    def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]: ...
+
+    def held_ids(self, ids: Sequence[str]) -> list[str]: ...
+
+    def write_guard(self) -> AbstractContextManager[None]: ...
+
+    def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]: ...
+
+    def index_imported(self, entries: Sequence[Entry]) -> None: ...
+
+
+def export_rows(store: Transferable, user_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every record as JSON-able dicts (entries with embeddings, edges, counters,
     attributes, statistics, pending turns), in a stable order; ``user_id``: only that
     user's records (a per-user data export)."""
-    where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
-    yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": store.dim,
-           "embedder": store._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]}
-    rows = store._read(f"SELECT {ENTRY_COLUMNS} FROM entries {where} ORDER BY seq", params)
-    for start in range(0, len(rows), 500):
-        chunk = [row_to_entry(row) for row in rows[start : start + 500]]
-        store._fill_validity(chunk)  # validity for readers of the file; import derives it again
-        for entry in chunk:
-            yield {"type": "entry", **entry.to_dict(with_embedding=True)}
-    for src, dst, kind, uid, sim, ov, created in store._read(
-            f"SELECT src, dst, kind, user_id, similarity, overlap, created_at FROM edges {where} ORDER BY rowid",
-            params):
+    yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": store.dim, "embedder": store.embedder_name}
+    for entry in store.export_entries(user_id):
+        # Validity is filled for readers of the file; import derives it again.
+        yield {"type": "entry", **entry.to_dict(with_embedding=True)}
+    for src, dst, kind, uid, sim, ov, created in store.export_table("edge", user_id):
         yield {"type": "edge", "src": src, "dst": dst, "kind": kind, "user_id": uid,
                "similarity": sim, "overlap": ov, "created_at": created}
-    for uid, person, term, entry_id in store._read(
-            f"SELECT user_id, person, term, entry_id FROM mentions {where} ORDER BY rowid", params):
+    for uid, person, term, entry_id in store.export_table("mention", user_id):
         yield {"type": "mention", "user_id": uid, "person": person, "term": term, "entry_id": entry_id}
-    for row in store._read(f"SELECT user_id, subject, attribute, value, entry_id, ts FROM attributes {where} "
-                          "ORDER BY rowid", params):
+    for row in store.export_table("attribute", user_id):
         yield {"type": "attribute", **dict(zip(("user_id", "subject", "attribute", "value", "entry_id",
                                                  "ts"), row, strict=True))}
-    for uid, key, value in store._read(f"SELECT user_id, key, value FROM stats {where} ORDER BY user_id, key",
-                                      params):
+    for uid, key, value in store.export_table("stat", user_id):
         yield {"type": "stat", "user_id": uid, "key": key, "value": value}
     for _seq, scope, turn in store.pending():  # every scope of the user (agents, sessions)
         if user_id is not None and scope.user_id != user_id:
@@ -56,7 +66,7 @@ def export_rows(store: Store, user_id: str | None = None) -> Iterator[dict[str, 
         yield {"type": "pending", "user_id": scope.user_id, "agent_id": scope.agent_id,
                "session_id": scope.session_id, "turn": turn.to_dict()}
 
-def import_rows(store: Store, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
+def import_rows(store: Transferable, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
     """Load rows from :meth:`export_rows`; returns entries added.
 
     All or nothing, in two passes: every record is first checked against the same rules
@@ -74,10 +84,10 @@ def import_rows(store: Store, rows: Iterable[dict[str, Any] | tuple[int, dict[st
     """
     with store.write_guard():
         plan = _check_rows(store, rows)
-        try:
-            return _write_rows(store, plan)
-        except sqlite3.IntegrityError as exc:  # pragma: no cover - checked in _check_rows
-            raise StoreError(f"import conflicts with this memory ({exc}); nothing was imported") from exc
+        entries = store.write_imported(plan)
+        if entries:
+            store.index_imported(entries)
+        return len(entries)
 
 
 _STR = "a non-empty string"
@@ -109,8 +119,8 @@ def _number(row: dict[str, Any], key: str, where: str, *, optional: bool = False
     return float(value)
 
 
-def _check_meta(store: Store, row: dict[str, Any], where: str) -> None:
-    mine = store._read("SELECT value FROM meta WHERE key = 'embedder'")[0][0]
+def _check_meta(store: Transferable, row: dict[str, Any], where: str) -> None:
+    mine = store.embedder_name
     dim = row.get("dim", store.dim)
     if dim != store.dim:
         raise StoreError(f"export has dimension {dim!r}, this store {store.dim}")
@@ -120,7 +130,7 @@ def _check_meta(store: Store, row: dict[str, Any], where: str) -> None:
                          f"{mine!r}; open the store with the same embedder")
 
 
-def _check_entry_row(store: Store, row: dict[str, Any], where: str) -> Entry:
+def _check_entry_row(store: Transferable, row: dict[str, Any], where: str) -> Entry:
     # Validity is derived from the edges on read; an export's copy is informative.
     data = {k: v for k, v in row.items() if k not in ("type", "superseded_by", "valid_until")}
     try:
@@ -185,7 +195,7 @@ _CHECKS: dict[str, Callable[[dict[str, Any], str], tuple[Any, ...]]] = {
 }
 
 
-def _check_rows(store: Store, rows: Iterable[Any]) -> list[tuple[str, Any]]:
+def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any]]:
     """Every record checked and converted to what ``_write_rows`` writes (pass one)."""
     plan: list[tuple[str, Any]] = []
     ids: set[str] = set()
@@ -207,55 +217,8 @@ def _check_rows(store: Store, rows: Iterable[Any]) -> list[tuple[str, Any]]:
             plan.append((kind, _CHECKS[kind](row, where)))
         else:
             raise InvalidInputError(f"{where}.type", f"unknown export record type {kind!r:.40}")
-    held = _held(store, sorted(ids))
+    held = store.held_ids(sorted(ids))
     if held:
         raise StoreError(f"this memory already holds entries of the export ({len(held)}, e.g. {held[0]!r}); "
                          "nothing was imported: import into another store, or forget those users first")
     return plan
-
-
-def _held(store: Store, ids: list[str]) -> list[str]:
-    out: list[str] = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        out += [r[0] for r in store._read(f"SELECT id FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
-                                          chunk)]
-    return out
-
-
-def _write_rows(store: Store, plan: list[tuple[str, Any]]) -> int:
-    """Write checked records in one transaction, then index the entries (pass two)."""
-    entries: list[Entry] = []
-    with store._tx() as db:
-        for kind, item in plan:
-            if kind == "entry":
-                cur = db.execute(
-                    "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
-                    "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, "
-                    "embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _entry_params(item))
-                item.seq = int(cur.lastrowid or 0)  # always set after an INSERT
-                db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
-                           (item.seq, _scope_tokens(item), _fts_body(item)))
-                entries.append(item)
-            elif kind == "edge":
-                db.execute("INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, "
-                           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", item)
-            elif kind == "mention":
-                db.execute("INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
-                           item)
-            elif kind == "attribute":
-                db.execute("INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", item)
-            elif kind == "stat":
-                user_id, key, value = item
-                row = db.execute("SELECT value FROM stats WHERE user_id = ? AND key = ?", (user_id, key)).fetchone()
-                if row is not None and int(row[0]) + value > 2**63 - 1:
-                    raise InvalidInputError(f"stat {key}", "the sum with the stored counter overflows 64 bits")
-                store._bump(db, user_id, {key: value})
-            elif kind == "pending":
-                db.execute("INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
-                           item)
-    if entries:
-        store._index(entries)
-    return len(entries)

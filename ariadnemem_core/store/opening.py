@@ -1,0 +1,94 @@
+"""Open a store from a path or a URL, and keep credentials out of everything printed.
+
+A directory (or None, for a temporary one) opens the embedded SQLite + chromadb store; a
+``postgresql://`` (or ``postgres://``) URL opens the Postgres backend, which needs the
+``postgres`` extra (``pip install 'ariadnemem[postgres]'``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+
+    from .protocol import Store
+
+#: URL schemes that name a Postgres server.
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+#: Query parameters whose values are secrets (redacted like the password).
+_SECRET_PARAMS = frozenset({"password", "sslpassword", "passfile"})
+
+
+def is_store_url(location: str | Path | None) -> bool:
+    """Whether ``location`` is a server URL rather than a directory."""
+    if not isinstance(location, str):
+        return False
+    return urlsplit(location).scheme.lower() in POSTGRES_SCHEMES and "://" in location
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (and secret query parameters) replaced by ``***``.
+
+    Why: a store's location is printed in messages, ``stats`` and ``repr``; a URL from
+    an environment variable usually carries the database password.
+    """
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostinfo = netloc.rpartition("@")
+            user, colon, _pw = userinfo.partition(":")
+            netloc = f"{user}:***@{hostinfo}" if colon else f"{user}@{hostinfo}"
+        query = urlencode([(k, "***" if k.lower() in _SECRET_PARAMS else v)
+                           for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="/*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return f"{url.split(':', 1)[0]}://***"
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with its ``schema`` parameter set: one database holds several memories,
+    each in its own Postgres schema (a bench's systems, a test's stores)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "schema"]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ("schema", schema)], safe="/"), ""))
+
+
+def open_store(location: str | Path | None, *, dim: int, embedder_name: str,
+               chroma_client: ClientAPI | None = None, chroma_host: str | None = None,
+               chroma_port: int | None = None, lock_timeout: float | None = None) -> Store:
+    """The backend ``location`` names, opened.
+
+    Args:
+        location: a directory, None (a temporary directory), or a ``postgresql://`` URL.
+        dim: the embedding dimension (checked against an existing store).
+        embedder_name: the embedder's name (an existing store of another one is refused).
+        chroma_client: a chromadb client for the vectors (embedded backend only).
+        chroma_host: a Chroma server's host (embedded backend only).
+        chroma_port: the Chroma server's port.
+        lock_timeout: longest wait for a lock, in seconds.
+
+    Raises:
+        StoreError: the store cannot be opened, the Postgres extra is missing, or Chroma
+            options were given with a Postgres URL.
+    """
+    if is_store_url(location):
+        assert isinstance(location, str)
+        if chroma_client is not None or chroma_host is not None:
+            raise StoreError("chroma_host / chroma_client do not apply to a Postgres store: its vectors live in "
+                             "Postgres (pgvector)")
+        try:
+            from .postgres import PostgresStore
+        except ImportError as exc:
+            raise StoreError("a postgresql:// store needs the postgres extra: pip install 'ariadnemem[postgres]' "
+                             f"({exc.name or exc} is missing)") from None
+        return PostgresStore(location, dim=dim, embedder_name=embedder_name, lock_timeout=lock_timeout)
+    from . import SQLiteStore
+
+    return SQLiteStore(location, dim=dim, embedder_name=embedder_name, chroma_client=chroma_client,
+                       chroma_host=chroma_host, chroma_port=chroma_port, lock_timeout=lock_timeout)

