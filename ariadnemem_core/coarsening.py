@@ -757,8 +757,8 @@ def _said(name: str, entry: Entry, shared: frozenset[str]) -> bool:
     again for the same attribute, however it is written."""
     for clause in _CLAUSE.split(_statement(entry)):
         if _profile_of(clause, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots & shared:
-            words = set(_WORD.findall(clause.replace("-", " ")))
-            if all(w in words for w in _WORD.findall(name)):
+            words = set(letter_words(clause.replace("-", " ")))
+            if all(w in words for w in letter_words(name)):
                 return True
     return False
 
