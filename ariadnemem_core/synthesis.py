@@ -247,8 +247,8 @@ _WISH = re.compile(r"\b(?:would (?:love|like|prefer)|'d (?:love|like|prefer)|wan
 #: How much less a question or a wish weighs than a statement of the same relevance: enough to
 #: let a statement a little lower in the ranking answer, not enough to pass over the only
 #: relevant fact.
-_ASKING_WEIGHT = 0.6
-_WISH_WEIGHT = 0.75
+_ASKING_WEIGHT = 0.5
+_WISH_WEIGHT = 0.6
 
 
 def _answering_weight(fact: Any) -> float:

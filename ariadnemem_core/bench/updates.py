@@ -156,3 +156,51 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
         "links": links,
         "failures": failures,
     }
+
+
+#: The suites shipped with the tests: the one the rules were written with, the held-out one
+#: (written before the rules were last tuned) and the frozen validation one (user-assistant
+#: phrasing, written and frozen before the detector's attribute rules; never tuned on).
+SUITES = {
+    "suite": DEFAULT_SUITE,
+    "held-out": DEFAULT_SUITE.with_name("update_dialogues_heldout.json"),
+    "validation": DEFAULT_SUITE.with_name("update_dialogues_validation.json"),
+}
+_SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", "negatives_answered")
+
+
+def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
+    """The suites' figures as a markdown table (one row per suite)."""
+    lines = ["# State updates: linked, false links, answered", "",
+             "Offline (rule extraction, extractive answers), one fresh memory per dialogue. Linked: changes "
+             "with an update edge old -> new; false links: update edges that do not run from an old turn to "
+             "a new one; answered: the offline answer states the latest value (the original one for "
+             "\"originally\" questions, the look-alike's own value for negatives).", "",
+             "| suite | changes | look-alikes | linked % | false links | negatives clean % | latest answered % "
+             "| original answered % | look-alike answered % |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in results.items():
+        cells = ["-" if r.get(k) is None else f"{r[k]:.1f}" for k in _SHARES]
+        lines.append(f"| {name} | {r['n_updates']} | {r['n_negatives']} | {cells[0]} | {r['false_links']} | "
+                     f"{cells[1]} | {cells[2]} | {cells[3]} | {cells[4]} |")
+    lines += ["", f"Command: `{command}`", ""]
+    return "\n".join(lines)
+
+
+def main(out_dir: str | Path = Path("bench-results") / "updates") -> dict[str, dict[str, Any]]:
+    """Run every shipped suite offline and write ``results.json`` / ``results.md``."""
+    from ..embedding import MiniLMEmbedder
+    from .report import write_json
+
+    embedder = MiniLMEmbedder()
+    results = {name: run_update_suite(load_suite(path), embedder=embedder) for name, path in SUITES.items()}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", results)
+    (out / "results.md").write_text(updates_markdown(results, "python -m ariadnemem_core.bench.updates"),
+                                    encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()
