@@ -129,9 +129,13 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
                         r"\b\d{1,2}(?:st|nd|rd|th) of\b|\b(?:" + _CALENDAR_ALT
                         + r")s?\b(?:\s+\d{1,2}\b)?(?:,?\s+\d{4}\b)?|\b(?:spring|summer|fall|autumn|winter) \d{4}\b|"
                           r"\(\d{4}\)")),
-    ("time", re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight)\b")),
+    ("time", re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight)\b|"
+                        # a bare hour after "at" ("Mondays at 11"), not a count or an address
+                        r"(?<=\bat )\d{1,2}\b(?![\d:]|[.,]\d|\s*(?:%|[a-z]))")),
     ("phone", re.compile(r"(?<![\w-])\+?\d[\d ()-]{5,}\d(?![\w-])")),
     ("money", re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?[km]\b)?|\b\d[\d,.]*\s?(?:k|dollars|euros|pounds|bucks|usd|eur)\b")),
+    # a version ("v5.3.0", "5.3.1", "v18"): one value however it is written
+    ("version", re.compile(r"\bv\d+(?:\.\d+)*\b|\b\d+\.\d+\.\d+\b")),
     ("number", re.compile(r"#?\b\d+(?:[.,]\d+)*\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
                           r"eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|dozen)\b")),
 )
@@ -142,13 +146,13 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: typed value or a capitalised name); the rest say a change happened by themselves
 #: ("rescheduled", "no longer", "instead"). "Actually" is left out: it is mostly emphasis
 #: ("Nate actually won the tournament"), which made most false LINKs on LoCoMo dev.
-_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|"
+_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|hik(?:e|ed|ing)|"
                 r"lower(?:ed|ing)?|reduc(?:e|ed|ing)|increas(?:e|ed|ing)|extend(?:ed|ing)?|upgrad(?:e|ed|ing)|"
                 r"downgrad(?:e|ed|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|shift(?:ed|ing)?|"
                 r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
                 r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
                 r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
-_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till) "
+_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till|through) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
     r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
@@ -207,7 +211,11 @@ _LIGHT = frozenset(
     "again today tomorrow tonight yesterday week weekend month year day days time times thing things "
     "good great nice big small news update updated change changed switch switched moved move instead "
     "actually due set remind reminder let please thanks thank sure okay ok heads same usual usually "
-    "always next last first back plan plans planning morning evening afternoon night soon".split()
+    "always next last first back plan plans planning morning evening afternoon night soon "
+    # a request's own words ("the user is trying to ... and wants to make sure ..."): they
+    # frame what is asked, they name no slot
+    "try tries trying tried want wants wanted help helps helping assistant figure figuring trouble using "
+    "implement implementing implemented".split()
 )
 #: A statement that asks: opens on a question word or an auxiliary other than a polite
 #: request's modal ("Can you move it to 7:15?" asks for a value, so it states one).
@@ -236,6 +244,7 @@ class _Profile:
     again: bool
     question: bool
     strong: bool  # a change cue governing a value ("moved it to 3 pm", "rescheduled", "no longer")
+    governed: frozenset[str]  # value types a change verb's "to" introduces; "*": a cue of any value
     weak: bool  # "now", "from now on", "currently": a present state, not necessarily a new one
     replaced: frozenset[str]  # slot stems of "instead of Y": what the statement replaces
     new_slots: frozenset[str]  # "my new number": the slot a possessive "new" renews
@@ -252,6 +261,10 @@ _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s?([ap])?")
 def _normal(kind: str, value: str) -> str:
     """A value in a comparable form: "7:15 am" and "7:15" are one time, "7 pm" is 19:00."""
     value = re.sub(r"[\s,]+|\.$", "", value.lower())
+    if kind == "version":
+        return value.removeprefix("v")
+    if kind == "date" and value.endswith("s") and value[:-1] in _CALENDAR:
+        return value[:-1]  # "every Monday" and "Mondays" are one day
     if kind == "time" and (m := _CLOCK.match(value.replace(".", ""))):
         hour, minute = int(m.group(1)), int(m.group(2) or 0)
         if m.group(3) == "p" and hour < 12:
@@ -313,6 +326,32 @@ def _value_follows(rest: str, named: set[str]) -> bool:
     if rest[0].isupper() or rest[0].isdigit() or rest[0] in "$€£¥#" or any(low.startswith(n) for n in named):
         return True
     return any(p.match(low) for _, p in _TYPED_VALUES)
+
+
+_QUANTITIES = frozenset({"date", "time", "money", "number", "version", "phone"})
+
+
+def _governed(text: str, named: set[str]) -> frozenset[str]:
+    """The value types a change verb governs in ``text`` ("reduced it to 300ms": number;
+    "upgraded to Node.js": name); "*" when a cue says a change by itself ("rescheduled",
+    "instead", "raised the rent"). A cue governing an amount says nothing of the tool or
+    place named beside it."""
+    if _STRONG_CUE.search(text):
+        return frozenset({"*"})
+    kinds: set[str] = set()
+    for m in _CHANGE_TO.finditer(text):
+        rest = text[m.end():]
+        low = rest.lower()
+        kind = next((k for k, p in _TYPED_VALUES if p.match(low)), None)
+        if kind is None and rest[:1].isdigit():
+            kinds |= _QUANTITIES  # a number, "the 5th", "300ms": some quantity, not a name
+        elif kind is None and _value_follows(rest, named):
+            kinds.add("name")
+            if rest[len(_capitalised(rest)):].lstrip()[:1].isdigit():
+                kinds |= _QUANTITIES  # "upgraded to Python 3.12": the name and its number
+        elif kind:
+            kinds.add(kind)
+    return frozenset(kinds)
 
 
 def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
@@ -404,6 +443,7 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
             and m.group().endswith("?")),
         strong=strong,
+        governed=_governed(original, named),
         weak=bool(_WEAK_CUE.search(text)),
         replaced=replaced,
         new_slots=frozenset(stem(w) for m in _NEW_SLOT.findall(text) for w in m.split()
@@ -443,6 +483,15 @@ _COMPOUND_TYPES = 3
 _COMPOUND_VALUES = 5
 
 
+#: Slot words up to which a statement is one fact: "the team has 8 engineers", not "the user
+#: is optimizing the dashboard API response time, which was 800ms, by caching ...".
+_BRIEF_SLOTS = 8
+
+
+def _brief(p: _Profile) -> bool:
+    return len(p.slots) <= _BRIEF_SLOTS
+
+
 def _compound(p: _Profile) -> bool:
     return len(p.values) >= _COMPOUND_TYPES or sum(_count(v) for v in p.values.values()) >= _COMPOUND_VALUES
 
@@ -465,6 +514,17 @@ def _speakers_only(entry: Entry, subjects: frozenset[str]) -> bool:
     return bool(entry.speaker) and subjects <= {(entry.speaker or "").lower()}
 
 
+#: Size and position words pick one object of a kind ("the small pizza" / "the large pizza",
+#: "the first floor" / "the second floor"); they are too common to be slot words.
+_SIZE = re.compile(r"\b(small|medium|large|big|little|regular|mini|first|second|third|upper|lower|front|back)"
+                   r"\s+([a-z]+)")
+
+
+def _sized(text: str) -> dict[str, str]:
+    """Slot stem -> the size or position word before it."""
+    return {stem(noun): size for size, noun in _SIZE.findall(text) if noun not in STOPWORDS}
+
+
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
     """Why two entries can both be true (so neither updates the other), or None.
 
@@ -472,7 +532,7 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
       ("Quinn's husband works at Boeing" / "Quinn works at the library");
     * different objects of one kind: the shared slot noun has a different modifier or
       owner in each ("the blue jacket" / "the black jacket", "my birthday" / "Nadia's
-      birthday", "my flight" / "the return flight");
+      birthday", "my flight" / "the return flight", "the small pizza" / "the large pizza");
     * a habit and a one-off ("I usually run 5 km" / "today I ran 12 km"), or two dated
       episodes ("went climbing yesterday" / "tonight");
     * a document: markdown, code or a passage longer than a fact (an assistant's
@@ -506,6 +566,10 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         x, y = pa.after.get(slot), pb.after.get(slot)
         if x and y and x != y and x not in pb.slots and y not in pa.slots:
             return f"different {slot}: of {x} / of {y}"
+    sized_a, sized_b = _sized(_statement(old)), _sized(_statement(new))
+    for slot in set(sized_a) & set(sized_b):
+        if sized_a[slot] != sized_b[slot]:
+            return f"different {slot}: {sized_a[slot]} / {sized_b[slot]}"
     if (pa.habit and pb.episode and not pb.habit) or (pb.habit and pa.episode and not pa.habit):
         return "habit and one-off"
     if pa.episode and pb.episode:
@@ -540,6 +604,12 @@ def llm_state(old: Entry, new: Entry) -> bool | None:
         return None
 
 
+#: Entries from which a turn is a long message rather than a remark: a change word somewhere
+#: in a long message ("upgraded", "moved to") is about one of its many sentences, and on
+#: user-assistant chat it lent a cue to most false links.
+_LENDING_TURN = 4
+
+
 class Surroundings:
     """What was said around a new entry: the turn before it and its own turn.
 
@@ -569,13 +639,14 @@ class Surroundings:
 
     @functools.cached_property
     def turn_strong(self) -> bool:
-        """A change word governs a value in the own turn."""
-        return any(_profile(e).strong for e in self._turn)
+        """A change word governs a value in the own turn, a brief one (:data:`_LENDING_TURN`)."""
+        return len(self._turn) <= _LENDING_TURN and any(_profile(e).strong for e in self._turn)
 
     @functools.cached_property
     def strong(self) -> bool:
-        """A change word governs a value in the turn before or in the own turn."""
-        return self.turn_strong or any(_profile(e).strong for e in self._previous)
+        """A change word governs a value in the turn before or in the own turn (brief ones)."""
+        return self.turn_strong or (len(self._previous) <= _LENDING_TURN
+                                    and any(_profile(e).strong for e in self._previous))
 
     @functools.cached_property
     def turn_slots(self) -> frozenset[str]:
@@ -586,6 +657,16 @@ class Surroundings:
     def ended(self) -> tuple[str, ...]:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
         return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
+
+    @property
+    def turn_entries(self) -> tuple[Entry, ...]:
+        """The entries of the own turn."""
+        return self._turn
+
+    @functools.cached_property
+    def turn_ended(self) -> tuple[str, ...]:
+        """Clauses of the own turn with an ending word."""
+        return tuple(c for e in self._turn for c in _ended_clauses(_statement(e)))
 
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
@@ -603,8 +684,55 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to)\b", re.I)
-_CLAUSE = re.compile(r"[,;.!?:\n]+|\s+(?:so|but|and|because)\s+")
+                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|"
+                    r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
+                    r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b", re.I)
+#: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
+_CLAUSE = re.compile(r"(?:,(?!\d)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
+
+
+#: Words that measure a value rather than say what it is of: "50 minutes", "82 kg", "$35 a
+#: month", "$4,000 per person". Two values in the same unit are not values of one attribute
+#: ("the budget is $4,000 per person" / "the flights came to $1,180 per person").
+_UNITS = frozenset(stem(w) for w in (
+    "second seconds minute minutes min mins hour hours hr hrs day days week weeks month months year years "
+    "night nights time times percent pct kg kgs kilo kilos kilogram kilograms g gram grams lb lbs pound pounds "
+    "oz ounce ounces km kms kilometer kilometers kilometre kilometres mile miles m meter meters metre metres "
+    "cm mm ft foot feet inch inches l liter liters litre litres ml gallon gallons dollar dollars euro euros "
+    "buck bucks cent cents usd eur gbp k person people head each piece pieces unit units way ways").split())
+#: Physical units: a quantity in one of them is one measure (a weight, a distance, a size).
+_MEASURES = frozenset(stem(w) for w in (
+    "kg kgs kilo kilos kilogram kilograms lb lbs km kms kilometer kilometers kilometre kilometres mile miles "
+    "cm mm inch inches ft feet meter meters metre metres liter liters litre litres gallon gallons").split())
+#: A rate or distribution after a value: "per person", "a month", "each way", "every week".
+_RATE = re.compile(r"\bper\s+([a-z]+)|(?<=\d)\s*(?:[a-z]+\s+)?(?:a|an|each|every)\s+([a-z]+)")
+
+
+@functools.lru_cache(maxsize=8192)
+def _attribute_of(text: str, kind: str | None, persons: tuple[str, ...], entities: tuple[str, ...],
+                  location: str | None) -> frozenset[str]:
+    """What the values of ``kind`` in ``text`` are *of*: the slot words of the clauses holding
+    such a value or no value at all (a lead-in: "Small change for book club: we start at 6:30
+    now"), without units and rates ("Our total budget is $4,000 per person": total, budget;
+    "The flights came to $1,180 each": flight, came). A clause holding only other values is
+    about something else ("the Austin heat got to me" beside "living in Portland").
+    ``kind`` None: every clause (what the whole statement is about)."""
+    out: set[str] = set()
+    for clause in _CLAUSE.split(text):
+        p = _profile_of(clause, None, persons, entities, location)
+        if kind is None or kind in p.values or not p.values:
+            rates = {stem(w) for m in _RATE.findall(clause) for w in m if w}
+            out |= p.slots - _UNITS - rates
+    return frozenset(out)
+
+
+def _rates(entry: Entry) -> frozenset[str]:
+    """The rates an entry's values are given at ("a week", "per person")."""
+    return frozenset(stem(w) for m in _RATE.findall(_statement(entry)) for w in m if w)
+
+
+def _attribute(entry: Entry, kind: str | None) -> frozenset[str]:
+    return _attribute_of(_statement(entry), kind, tuple(entry.persons), tuple(entry.entities), entry.location)
 
 
 def _clause_values(entry: Entry, shared: frozenset[str]) -> dict[str, frozenset[str]]:
@@ -662,9 +790,11 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     pa, pb = _profile(old), _profile(new)
     around = around or Surroundings()
     # "instead of Y" is a change of the entry stating Y only.
-    own_strong = pb.strong or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in
-                                                            v.split()}))
     changed = changed_types(old, new)
+    # A change word counts for the value type it governs ("reduced it to 300ms" changes an
+    # amount, not the tool named beside it); one that says a change by itself counts for all.
+    own_strong = (pb.strong and ("*" in pb.governed or not changed or bool(pb.governed & set(changed)))) \
+        or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in v.split()}))
     retracted = _retracted(pa, around.ended + _ended_clauses(_statement(new)), changed)
     if co_true(old, new, changed=own_strong or bool(retracted)):
         return None
@@ -685,12 +815,21 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     # Only the entry's own turn vouches for a change without a value ("I got promoted! I'm a
     # senior product manager now") or without a shared slot word; the turn before is too far.
     if not changed:
-        return _untyped_change(pa, pb, around, shared, similarity, config)
+        return _untyped_change(pa, pb, around, shared, similarity, config) or _given_up(old, new, around, names)
     if len(changed) > 1 and not cued:
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
         return None
     kind = changed[0]
+    if pb.strong and not own_strong and not retracted:
+        return None  # its change word governs another value: that one is what changed
+    if kind == "name" and not own_strong and not retracted \
+            and pa.values["name"] <= _clause_values(new, shared).get("name", pb.values["name"]):
+        # Every name of the old statement is said again: a tool, place or person added to
+        # the ones in use ("using Python and Flask" / "a REST API using Flask and Postgres"),
+        # not one replaced, unless a change word of this sentence says so ("switched from
+        # SQLite to PostgreSQL").
+        return None
     if (pa.episode or pb.episode) and not strong and "date" in changed:
         # A dated past event is not rescheduled by a later date unless the wording says so,
         # nor does it reschedule anything: it is an event of its own ("Nate has a tournament
@@ -702,7 +841,26 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         # the slides") is a plan of several things, not one replaced value.
         return None
     if not shared:
-        return _unshared_change(pa, pb, around, changed, own_strong, names)
+        # With no word in common only the own turn may name the old value as ended: the turn
+        # before is the statement's context, not part of it.
+        own_turn = bool(_retracted(pa, around.turn_ended + _ended_clauses(_statement(new)), changed))
+        return _unshared_change(pa, pb, around, changed, own_strong, names, own_turn)
+    # A value of another attribute never supersedes: the slot words the two statements share
+    # must be what the changed value is *of*, not its unit or the rest of a long sentence
+    # ("the budget is $4,000 per person" / "the flights came to $1,180 per person" share
+    # "person" only as a rate). A change verb governing the new value names its object
+    # ("the first sprint got moved to March 31"): a brief old statement need only be about it.
+    # A physical unit is one attribute of one subject when the wording marks a change ("I
+    # weigh 82 kg" / "my weight is 78.5 kg now") at the same rate ("10 km a week" is not "a
+    # 12 km hike"); a rate, a duration or a currency alone is not.
+    measured = shared & _MEASURES if kind == "number" and cued and _rates(old) == _rates(new) else frozenset()
+    shared = shared & _attribute(old, None if own_strong and _brief(pa) else kind) & _attribute(new, kind)
+    if not shared and not retracted and not measured:
+        return None
+    if kind == "name" and len(shared) < 2 and not (_brief(pa) and _brief(pb)) and not retracted:
+        # Long statements naming other tools or places and sharing one word ("faster")
+        # share a topic, not an attribute.
+        return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
     # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
@@ -715,25 +873,71 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         return f"{kind} changed, shared slot, governed" if own_strong or retracted else None
     if cued:
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
+    if not (_brief(pa) and _brief(pb)):
+        return None  # a long statement restated with another number is a progress report, not one fact
     if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
                                                                                   "email")):
         return f"{kind} changed, shared slot, close"
     return None
 
 
+#: Value types that name their attribute by themselves: a person has one phone number or
+#: email address in use, so a new one with a change cue replaces the old even when the two
+#: statements share no word. A date, an amount, a count or a name does not: "the conference
+#: is on April 18" / "I signed up for a workshop in April instead" are two events.
+_CONTACTS = frozenset({"phone", "email"})
+
+
 def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: list[str], own_strong: bool,
-                     names: frozenset[str]) -> str | None:
+                     names: frozenset[str], retracted: bool = False) -> str | None:
     """A changed value with nothing but its type in common ("my number is 555-0199" / "use
-    555-0733 from now on"): this very sentence must say that it changed, or its turn must,
-    naming the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
+    555-0733 from now on"): only a contact (:data:`_CONTACTS`) with a change cue, a "new"
+    on the old statement's slot ("my new number"), an old value the turn names as ended
+    ("The Hilton overbooked, so we switched to the Marriott"), or a turn whose change cue
+    names the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
     the cue and the slot word in one sentence, the value in the next)."""
     if len(changed) != 1:
         return None
-    if own_strong or pb.weak or bool(pb.new_slots & pa.slots):
+    if bool(pb.new_slots & pa.slots) or (changed[0] in _CONTACTS and (own_strong or pb.weak)):
         return f"{changed[0]} changed, cue"
+    if retracted:
+        return f"{changed[0]} changed, retracted"
     if around.turn_strong and (pa.slots & around.turn_slots) - {stem(n) for n in names}:
         return f"{changed[0]} changed, cue and slot in the turn"
     return None
+
+
+#: Giving something up, with what was given up as its object ("quit coffee", "gave up on
+#: Todoist", "stopped taking the bus"); never negated ("not gonna give up on my dreams").
+_GIVEN_UP = re.compile(r"(?<!not )(?<!n't )(?<!never )\b(?:quit|gave up|given up|giving up|stopped|dropped|ditched|"
+                       r"got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
+                       r"drinking|eating|going to|playing|doing)\s+)*([a-z][\w-]*)", re.I)
+
+
+def _given_up(old: Entry, new: Entry, around: Surroundings, names: frozenset[str]) -> str | None:
+    """A replacement with no typed value: the new turn gives up something the old statement
+    says holds ("I quit coffee", "I gave up on Todoist", "I stopped taking the bus") and the
+    new statement, marked as the present state ("now", "these days", "instead"), fills the
+    same attribute with something else ("... and drink green tea in the mornings now").
+    Only the own turn counts; the attribute is a word both say outside the giving up."""
+    pb = _profile(new)
+    if not (pb.weak or pb.current or "*" in pb.governed):
+        return None
+    texts = [_statement(e) for e in around.turn_entries] + [_statement(new)]
+    objects = frozenset(stem(m.group(1).lower()) for t in texts for m in _GIVEN_UP.finditer(t))
+    if not objects:
+        return None
+    held, live = _live_slots(old), _live_slots(new)
+    gone = (held - live) & objects
+    same = (held & live) - {stem(n) for n in names}
+    return "state changed, given up" if gone and same and live - held else None
+
+
+def _live_slots(entry: Entry) -> frozenset[str]:
+    """Slot words of the entry's clauses that end nothing: what it says holds."""
+    return frozenset().union(*(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).slots
+                               for c in _CLAUSE.split(_statement(entry))
+                               if not _ENDED.search(c) and not _GIVEN_UP.search(c)))
 
 
 def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: frozenset[str],
@@ -746,7 +950,7 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: fr
     the hospital" -> "came home"), or "these days" said of a habit ("I take my coffee black,
     always have" -> "these days I take it with oat milk")."""
     if not (len(shared) >= 2 and similarity >= config.lambda_link_untyped and pb.slots - shared
-            and pa.slots - shared and pa.sentences == 1 and pb.sentences == 1):
+            and pa.slots - shared and pa.sentences == 1 and pb.sentences == 1 and _brief(pa) and _brief(pb)):
         # With no typed value to point at, the whole statement is the value: only a single
         # fact can change it, never talk of several sentences.
         return None
@@ -761,12 +965,21 @@ def _untyped_change(pa: _Profile, pb: _Profile, around: Surroundings, shared: fr
 
 
 def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config,
-           around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> CoarsenDecision:
+           around: Surroundings | None = None, names: frozenset[str] = frozenset(),
+           superseded: frozenset[str] | set[str] = frozenset()) -> CoarsenDecision:
     """The paper's three cases against bounded candidates ``(entry, cosine)``.
 
     A duplicate anywhere among the similar candidates wins (MERGE); otherwise a candidate
     that ``new`` updates is LINKed (:func:`update_evidence`): one stating a single value of
     the changed type before one stating several, then the most similar.
+
+    One truth per fork: a candidate that already has a newer state (its ``superseded_by``,
+    or an id in ``superseded``: linked earlier in the same window) is never LINKed again. A
+    later statement updates the chain through its latest state, or not at all: "the budget
+    is $4,000" -> "cut the budget to $3,200" stands, and "the flights came to $1,180" is
+    compared with the $3,200, not with the $4,000 it would otherwise also replace. So every
+    entry has at most one successor, and ``history()``, ``entries()``' valid-until and the
+    evidence graph's markers name the same one.
     """
     if not config.enable_coarsening:
         return CoarsenDecision(Action.ADD)
@@ -786,7 +999,7 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
             return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)))
         return CoarsenDecision(Action.ADD)
     updated = [(c, s) for c, s in sorted(pool, key=lambda cs: -cs[1])
-               if update_evidence(c, new, s, config, around, names)]
+               if not c.superseded_by and c.id not in superseded and update_evidence(c, new, s, config, around, names)]
     if not updated:
         return CoarsenDecision(Action.ADD)
     # The statement of one value of the changed type is the better old state than one

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from .memory import AriadneMemory
@@ -52,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(store: Path | None = None, picture: Path | None = None) -> int:
     """Build the demo memory (in ``store``, or a temporary directory) and show it;
     ``picture``: also draw the evidence graph of the multi-hop question there."""
+    from .cli.render import print_entries  # the tables of `ariadnemem entries`, fitted to the terminal
+
     console = Console()
     turns = demo_turns()
     with console.status("Loading the embedding model and building the memory..."):
@@ -60,15 +61,7 @@ def run(store: Path | None = None, picture: Path | None = None) -> int:
         mem.flush()
     with mem:
         entries = mem.entries("demo")
-        table = Table(title=f"{len(entries)} entries from {len(turns)} turns", show_lines=False)
-        table.add_column("entry")
-        table.add_column("date")
-        table.add_column("restatement", overflow="fold")
-        table.add_column("provenance")
-        for e in entries:
-            table.add_row(e.id[-6:], e.timestamp.strftime("%Y-%m-%d %H:%M") if e.timestamp else "-",
-                          e.text, ", ".join(e.source_turn_ids))
-        console.print(table)
+        print_entries(console, entries, f"{len(entries)} entries from {len(turns)} turns")
 
         edges = mem.edges("demo")
         by_id = {e.id: e for e in entries}

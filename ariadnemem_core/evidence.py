@@ -13,6 +13,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
+from .serialize import serialize
+from .tokens import count_tokens
+
 Role = Literal["terminal", "bridge", "update"]
 
 
@@ -92,7 +95,6 @@ class EvidenceGraph:
     path_lines: bool = True
     #: Line order of the text (``Config.fact_order``): "time" or "relevance".
     fact_order: str = "time"
-    _text: str | None = field(default=None, repr=False)
 
     def fact(self, entry_id: str) -> Fact | None:
         """The fact of an entry.
@@ -111,17 +113,15 @@ class EvidenceGraph:
         return {tid for f in self.facts for tid in f.source_turn_ids}
 
     def to_text(self) -> str:
-        """Compact, injection-safe serialization (see ``serialize.py``)."""
-        if self._text is None:
-            from .serialize import serialize
+        """Compact, injection-safe serialization (see ``serialize.py``).
 
-            self._text = serialize(self)
-        return self._text
+        Made anew on each call (tens of microseconds), so it always shows the graph as it
+        is now, also after its fields were replaced or changed.
+        """
+        return serialize(self)
 
     def token_count(self) -> int:
         """cl100k_base tokens of :meth:`to_text` (offline)."""
-        from .tokens import count_tokens
-
         return count_tokens(self.to_text())
 
     # Pictures for people (``picture.py``), imported lazily: matplotlib costs ~0.3 s to import.
@@ -224,7 +224,7 @@ class EvidenceGraph:
                  for f in self.facts if f.id not in drop]
         edges = [e for e in self.edges if e[0] not in drop and e[1] not in drop]
         paths = [p for p in self.paths if not drop.intersection(p)]
-        return replace(self, facts=facts, edges=edges, paths=paths, _text=None)
+        return replace(self, facts=facts, edges=edges, paths=paths)
 
     def to_dict(self) -> dict[str, Any]:
         """The whole graph as JSON-able data, its ``to_text()`` included.

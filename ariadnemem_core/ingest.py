@@ -9,7 +9,8 @@ entries. The steps live in their own modules (:mod:`.gating`, :mod:`.extraction`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -175,6 +176,12 @@ class Ingestor:
             vectors, [t.timestamp for t in turns], [t.turn_id or "" for t in turns], stored, cfg, answered
         )
         keep = [d.keep for d in decisions]
+        if not all(keep):
+            keep = self._confirm_repeats(scope, per_turn, keep)
+        # A repeat that stays out of the memory is still a turn that said it: its id joins
+        # the provenance of the memory it repeats (below), so nothing it said is lost.
+        echoes = {i: d.nearest.id for i, d in enumerate(decisions)
+                  if not keep[i] and d.reason == "redundant" and d.nearest is not None}
         per_turn, keep = gating.drop_low_information(per_turn, keep, self.embedder, cfg, stats)
         kept = [t for t, k in zip(turns, keep, strict=True) if k]
         stats["gate_kept"] = len(kept)
@@ -199,7 +206,56 @@ class Ingestor:
         commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
                               processed_turns=originals, stats=stats)
         self._coarsen(scope, entries, commit)
+        if echoes:
+            self._echo(scope, {turns[i].turn_id or "": near for i, near in echoes.items()}, commit)
         self.store.commit_window(commit)
+
+    def _confirm_repeats(self, scope: Scope, per_turn: list[list[Entry]], keep: list[bool]) -> list[bool]:
+        """A turn the gate found redundant as a whole stays out only when what it says is
+        already there: every entry of it is a near-repeat (cosine > ``lambda_red``) of a
+        stored memory or of an entry of a turn kept in this window, and every word and
+        number it says is said by those. A message that repeats one thing and adds another
+        ("... Also my budget is $40.") is kept."""
+        doubtful = [i for i, k in enumerate(keep) if not k and per_turn[i]]
+        if not doubtful:
+            return keep
+        lam = self.config.lambda_red
+        kept = [e for j, k in enumerate(keep) if k for e in per_turn[j]]
+        mine = [e for i in doubtful for e in per_turn[i]]
+        mat = np.stack([e.vector for e in mine])
+        hits = self.store.dense_search(scope, mat, 1)
+        stored = self.store.get({h[0][0] for h in hits if h and h[0][1] > lam}, scope.user_id)
+        near: dict[str, list[Entry]] = {
+            e.id: [stored[h[0][0]]] if h and h[0][0] in stored else [] for e, h in zip(mine, hits, strict=True)}
+        if kept:
+            sims = mat @ np.stack([e.vector for e in kept]).T
+            for e, row in zip(mine, sims, strict=True):
+                near[e.id] += [kept[j] for j in np.flatnonzero(row > lam)]
+        out = list(keep)
+        for i in doubtful:
+            said = [n for e in per_turn[i] for n in near[e.id]]
+            out[i] = any(not near[e.id] for e in per_turn[i]) or bool(
+                _said_words(per_turn[i]) - _said_words(said))
+        return out
+
+    def _echo(self, scope: Scope, echoes: dict[str, str], commit: WindowCommit) -> None:
+        """Add each gated repeat's turn id to the provenance of the memory it repeats (a
+        stored entry, or the entries of the window's turn it repeats)."""
+        window = [*commit.added, *commit.merged]
+        stored_ids = {near for near in echoes.values() if not any(near in e.source_turn_ids for e in window)}
+        found = {e.id: e for e in commit.merged}
+        found.update(self.store.get([i for i in stored_ids if i not in found], scope.user_id))
+        for turn_id, near in echoes.items():
+            turn_id = self._aliases.get(turn_id, turn_id)
+            near = self._aliases.get(near, near)
+            targets = [e for e in window if near in e.source_turn_ids][:1] or (
+                [found[near]] if near in found else [])
+            for target in targets:
+                if turn_id not in target.source_turn_ids:
+                    target.source_turn_ids.append(turn_id)
+                    if target not in window:
+                        commit.merged.append(target)
+                        window.append(target)
 
     def _nearest(self, scope: Scope, vectors: np.ndarray,
                  answered: list[str | None]) -> list[gating.Neighbor | None]:
@@ -256,6 +312,7 @@ class Ingestor:
         stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
+        linked: set[str] = set()  # entries given a newer state in this window (one each)
         counts = {"merge": 0, "link": 0, "add": 0}
         # What was said around each entry, read once per turn: a change cue in its turn or
         # the turn before ("Plot twist:", "Laura left the agency." before "invoices will go
@@ -278,7 +335,7 @@ class Ingestor:
                 sims = np.stack([w.vector for w in recent]) @ entry.vector
                 candidates += list(zip(recent, (float(s) for s in sims), strict=True))
             tid = entry.source_turn_ids[0] if entry.source_turn_ids else ""
-            decision = coarsening.decide(entry, candidates, cfg, around.get(tid), names)
+            decision = coarsening.decide(entry, candidates, cfg, around.get(tid), names, linked)
             counts[decision.action.value] += 1
             if decision.action is coarsening.Action.MERGE:
                 target = next(c for c, _ in candidates if c.id == decision.target_id)
@@ -292,6 +349,7 @@ class Ingestor:
                 for older in (decision.target_id or "", *decision.also):
                     commit.edges.append(UpdateEdge(older, entry.id, "update",
                                                    decision.similarity, decision.overlap))
+                    linked.add(older)
             window.append(entry)
             commit.mentions.extend(_mentions(entry, entry.id))
             commit.attributes.extend(_attributes(entry, entry.id))
@@ -360,3 +418,11 @@ def _attributes(entry: Entry, target_id: str) -> list[tuple[str, str, str, str, 
         return []
     ts = entry.timestamp.timestamp() if isinstance(entry.timestamp, datetime) else None
     return [(subject, str(a).lower(), str(v), target_id, ts) for a, v in attrs.items()]
+
+
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _said_words(entries: Sequence[Entry]) -> set[str]:
+    """The content words and numbers a group of entries says (for "nothing new")."""
+    return {k.lower() for e in entries for k in e.keywords} | {n for e in entries for n in _NUMBER_RE.findall(e.text)}

@@ -296,13 +296,15 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         entry = self.get(entry_id, user_id=user_id)
-        edges = self.store.edges(entry.user_id)
+        edges = [e for e in self.store.edges(entry.user_id) if e.kind == "update"]
+        # Each state's successor is its ``superseded_by`` (the earliest newer state, as
+        # entries() reports it), so the chain and every entry's valid-until agree.
+        sources = self.store.get({e.src for e in edges}, entry.user_id)
+        succs = {i: e.superseded_by for i, e in sources.items() if e.superseded_by}
         preds: dict[str, str] = {}
-        succs: dict[str, str] = {}
         for e in edges:
-            if e.kind == "update":
+            if succs.get(e.src) == e.dst:
                 preds.setdefault(e.dst, e.src)
-                succs.setdefault(e.src, e.dst)
         chain = [entry_id]
         seen = {entry_id}
         while chain[0] in preds and preds[chain[0]] not in seen:
@@ -446,8 +448,9 @@ class AriadneMemory:
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
-                 session_id: str | None = None, query_vector: np.ndarray | None = None) -> EvidenceGraph:
-        """The query's connected evidence graph (no LLM call). See ``reasoning.build``.
+                 session_id: str | None = None, query_vector: np.ndarray | None = None,
+                 config: Config | None = None) -> EvidenceGraph:
+        """The query's connected evidence graph (no LLM call). See :mod:`.reasoning`.
 
         The query is cleaned like turn text (control characters stripped, lone surrogates
         replaced with U+FFFD since it is never stored) and cut to its last
@@ -460,6 +463,9 @@ class AriadneMemory:
             agent_id: only this agent's memories.
             session_id: only this session's memories.
             query_vector: the query's embedding, when the caller has it already.
+            config: read-path settings for this call only (a tighter budget, a stage
+                switched off for an ablation); the memory's own ``config`` otherwise.
+                What was stored is not changed by it.
 
         Returns:
             The evidence graph: facts in time order, typed edges, reasoning paths, and
@@ -469,7 +475,7 @@ class AriadneMemory:
 
         query = _check_query(query)
         with self.store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
-            return build_evidence_graph(self.store, self.embedder, self.config, query,
+            return build_evidence_graph(self.store, self.embedder, config or self.config, query,
                                         Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:

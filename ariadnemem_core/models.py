@@ -132,7 +132,9 @@ class Turn:
     that range, "tomorrow" on 9999-12-31, are left ungrounded). ``turn_id`` defaults to a
     fresh unique id; give your own to make provenance point into your logs. ``metadata`` is
     kept with the entries extracted from the turn (an ``image_caption`` / ``blip_caption``
-    key is folded into the entry text); it must be JSON-serializable.
+    key is folded into the entry text; ``"note": True`` marks a note written about the
+    conversation, such as an agent's memory, whose entries are not prefixed with the
+    speaker's name); it must be JSON-serializable.
 
     Validation (:class:`InvalidInputError` naming the field, nothing stored): ``text`` must
     be a ``str`` (``bytes`` are not decoded for you: the encoding is yours to know) of at

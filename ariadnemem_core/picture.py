@@ -25,18 +25,41 @@ import os
 import re
 import textwrap
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from .evidence import EvidenceGraph, Fact
-
 from .files import write_atomic
+from .serialize import SerializableFact
+
+
+class Fact(SerializableFact, Protocol):
+    """What a drawing reads of a fact (``evidence.Fact`` has it): its line plus its role."""
+
+    @property
+    def role(self) -> str: ...
+
+
+class EvidenceGraph(Protocol):
+    """What a drawing reads of a graph (``evidence.EvidenceGraph`` has it). A protocol, so
+    that this module does not import the graph whose methods call it."""
+
+    @property
+    def query(self) -> str: ...
+    @property
+    def facts(self) -> Sequence[Fact]: ...
+    @property
+    def edges(self) -> Sequence[tuple[str, str, str]]: ...
+    @property
+    def paths(self) -> Sequence[Sequence[str]]: ...
+    @property
+    def fast_path(self) -> str | None: ...
 
 #: Role -> (matplotlib marker, colour, legend text). Shape *and* colour differ, so the
 #: roles stay distinguishable in grey-scale prints and for colour-blind readers.

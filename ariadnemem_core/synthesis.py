@@ -95,7 +95,8 @@ class Answer(Generic[C]):
 
     ``mode`` is "llm" (one call) or "extractive" (no LLM configured: the top fact,
     labelled as such in ``text``). ``usage``: calls, prompt_tokens, completion_tokens,
-    latency_s, retries of this answer. ``fact_ids``: labels (F1, ...) the model cited.
+    latency_s, retries of this answer. ``fact_ids``: labels (F1, ...) of the facts the answer
+    rests on: the ones the model cited, or the ones the extractive answer quotes.
     """
 
     text: str
@@ -168,8 +169,15 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _ASKED_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(?:in|on|during|by|of|around)\s+(?:early\s+|"
                          r"late\s+|mid-?\s*)?(" + "|".join(_MONTHS) + r")(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?"
                          r"(?:,?\s+(\d{4}))?\b|\bin\s+(\d{4})\b", re.I)
-_EARLIEST = re.compile(r"\b(?:originally|initially|at first|at the start|previously|used to|before (?:it|they|"
-                       r"he|she|the \w+) (?:was |were )?(?:changed|moved|switched|updated))\b", re.I)
+#: A question about the state before a change: "what was the original budget?", "where did
+#: she live at first?", "what did I used to drink?". A passive "is used to" is not one ("what
+#: is used to sweeten it?"), nor "did they use to" (a purpose as often as a past habit), nor
+#: "first" or "earlier" alone ("when did they first meet?" asks for an event).
+_EARLIEST = re.compile(r"\b(?:original(?:ly)?|initial(?:ly)?|at first|at the (?:start|beginning)|in the beginning|"
+                       r"previous(?:ly)?|formerly|former|(?<!is )(?<!are )(?<!was )(?<!were )(?<!be )"
+                       r"(?<!being )used to|before (?:it|they|he|she|the \w+) (?:was |were )?(?:changed|moved|"
+                       r"switched|updated|cut|raised)|before the (?:change|update|switch)|"
+                       r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+)\b", re.I)
 
 
 def asked_time(question: str, facts: list[Any]) -> datetime | None:
@@ -228,6 +236,30 @@ def _says_something(fact: Any) -> bool:
                for w in words)
 
 
+#: A statement that asks rather than states: a question ("Is the meeting still at 3?").
+_ASKS = re.compile(r"\?\s*[\"')]*\s*$")
+#: A wish, plan under consideration or hypothetical ("would love to stay near Gion", "thinking
+#: about Lisbon"): what someone wants is not what is the case, so a booking, a decision or a
+#: plain statement of the same thing answers before it.
+_WISH = re.compile(r"\b(?:would (?:love|like|prefer)|'d (?:love|like|prefer)|wants? to|wanted to|hop(?:e|es|ing) to|"
+                   r"wish(?:es)?|dream(?:s|ing)? of|thinking (?:about|of)|consider(?:s|ing)?|might|maybe|perhaps|"
+                   r"could (?:try|go|stay|do)|if (?:we|I|you|they|he|she))\b", re.I)
+#: How much less a question or a wish weighs than a statement of the same relevance: enough to
+#: let a statement a little lower in the ranking answer, not enough to pass over the only
+#: relevant fact.
+_ASKING_WEIGHT = 0.6
+_WISH_WEIGHT = 0.75
+
+
+def _answering_weight(fact: Any) -> float:
+    """A fact's retrieval score, lowered for a question and for a wish: the fact that answers
+    "where is Priya staying?" is the booking, not "Priya would love to stay near Gion" nor
+    "is the hotel near Gion?"."""
+    text = str(fact.text)
+    weight = _ASKING_WEIGHT if _ASKS.search(text) else _WISH_WEIGHT if _WISH.search(text) else 1.0
+    return weight * float(getattr(fact, "score", 0.0) or 0.0)
+
+
 def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer[C]:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
@@ -238,9 +270,12 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
     ``superseded_by``), so "the meeting is at 2 pm" is never answered once "it moved to
     3 pm" is in the graph; a question about an earlier time ("in February", "originally")
     gets the state that held then (:func:`asked_time`). The other facts of the chosen
-    fact's turn are quoted with it."""
+    fact's turn are quoted with it. A question or a wish weighs less than a statement
+    (:func:`_answering_weight`). ``fact_ids`` names the facts quoted, as an LLM's
+    answer does."""
     facts = list(getattr(graph, "facts", None) or [])
     found = (getattr(graph, "stats", None) or {}).get("fast_path") or {}
+    used: list[Any] = facts[-1:]
     if facts and getattr(graph, "fast_path", None) == "attribute" and found.get("value"):
         # The look-up already isolated the value: answer with it, not the whole sentence.
         body = f"{found['subject']}'s {found['attribute']}: {found['value']} (from: {facts[-1].text})"
@@ -250,17 +285,18 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
         dated = [f"{f.timestamp:%Y-%m-%d}: {f.text}" if getattr(f, "timestamp", None) else str(f.text)
                  for f in facts]
         body = f"{len(facts)} stored mentions match; count the distinct events: " + " | ".join(dated)
+        used = facts
     elif facts:
         # A courtesy ("The user: Nice.") answers nothing, however well it scored.
         pool = [f for f in facts if _says_something(f)] or facts
-        top = _state_at(max(pool, key=lambda f: float(getattr(f, "score", 0.0) or 0.0)), facts,
-                        asked_time(question, facts))
+        top = _state_at(max(pool, key=_answering_weight), facts, asked_time(question, facts))
         # The other sentences of the same turn come along: "The landlord raised the rent."
         # is the update, "Starting June we pay $1,600 a month." holds the value.
         turn = set(getattr(top, "source_turn_ids", None) or ())
         same = [f for f in facts if f is top or (turn and turn & set(getattr(f, "source_turn_ids", None) or ())
                                                  and not getattr(f, "superseded_by", None))]
         body = " ".join(str(f.text) for f in same)
+        used = same
     else:
         body = NOT_FOUND
     return Answer(
@@ -270,6 +306,7 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
         latency_s=latency_s,
         fast_path=getattr(graph, "fast_path", None),
         mode="extractive",
+        fact_ids=[label for f in used if (label := getattr(f, "label", ""))],
     )
 
 

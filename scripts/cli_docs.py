@@ -29,6 +29,11 @@ Conventions shared by every memory command:
   `ARIADNEMEM_CHROMA_PORT`): keep the dense index on a Chroma server
   ([deployment guide](guides/deployment.md)).
 * `--json`: one JSON document on stdout and nothing else (progress and notes go to stderr).
+* Tables fit the terminal they are printed in: the text column gets the room, entry ids
+  are shortened to a unique prefix (`history` and `delete` accept it), and below 120
+  columns (100 for evidence) the turns and validity fold into a dim line under the text.
+  When stdout is not a terminal, each row is one tab-separated line with full ids and
+  nothing wrapped, for `grep`, `cut` and `awk`.
 
 Exit codes: `0` success; `1` the command failed (store or LLM error, a bad turn in an
 input file, an unknown entry id), with one `Error: ...` line on stderr; `2` usage error

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder
-from ariadnemem_core.excerpt import excerpt, query_terms
 from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
 from ariadnemem_core.extraction.segment import segment
+from ariadnemem_core.reasoning.excerpt import excerpt, query_terms
 from ariadnemem_core.tokens import count_tokens
 
 REPLY = """Great plan! Here is how I would structure the **budget tracker**:

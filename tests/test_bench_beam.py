@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from ariadnemem_core import HashEmbedder
-from ariadnemem_core.bench.beam import fill_budget, load_beam, run_beam, strip_marker
+from ariadnemem_core.bench.beam import (
+    fill_budget,
+    load_beam,
+    paired_difference,
+    recall_intervals,
+    run_beam,
+    strip_marker,
+)
+from ariadnemem_core.bench.metrics import make_record
 from ariadnemem_core.models import MAX_TEXT_CHARS
 
 MESSAGES = [
@@ -82,7 +90,32 @@ def test_run_beam_writes_results_with_targets_and_diagnostics(tmp_path: Path) ->
     assert ours["latency"]["warm_p50_ms"] is not None
     flat = systems["flat-hybrid@500"]["summary"]
     assert flat["tokens_max"] <= 500 and flat["overall"]["recall"] is not None
-    assert "| AriadneMem |" in (out / "results.md").read_text(encoding="utf-8")
+    md = (out / "results.md").read_text(encoding="utf-8")
+    assert "| AriadneMem |" in md
+    # Intervals for every system, and the memory minus flat hybrid@500 on the same questions.
+    assert set(res["intervals"]) == set(systems) and res["intervals"]["AriadneMem"]["overall"] is not None
+    assert res["paired"]["AriadneMem"]["vs"] == "flat-hybrid@500"
+    assert "| AriadneMem - flat-hybrid@500 |" in md and "bootstrap 95% intervals" in md
+
+
+def _rec(qid: str, cat: str, recall: float):
+    rec = make_record(qid, 0, ["a", "b"], ["a", "b"][: round(2 * recall)], 10, 1.0)
+    rec.extra["category"] = cat
+    return rec
+
+
+def test_intervals_and_paired_difference_read_per_question() -> None:
+    ours = [_rec(f"q{i}", "x" if i < 10 else "y", 1.0 if i % 2 else 0.5) for i in range(20)]
+    flat = [_rec(f"q{i}", "x" if i < 10 else "y", 0.5) for i in range(20)]
+    ci = recall_intervals(ours)
+    assert set(ci) == {"x", "y", "overall"}
+    low, high = ci["overall"]
+    assert 0.5 <= low < 0.75 < high <= 1.0  # the mean (0.75) inside, not a point
+    paired = paired_difference(ours, flat)
+    assert paired["diff"]["overall"] == 0.25
+    assert paired["ci"]["overall"][0] > 0  # ahead on the same questions beyond the interval
+    same = paired_difference(flat, flat)
+    assert same["diff"]["overall"] == 0 and same["ci"]["overall"] == [0.0, 0.0]
 
 
 def test_unknown_conversation_is_refused(tmp_path: Path) -> None:

@@ -265,7 +265,7 @@ def test_qa_partial_failures_are_counted_and_reasked(tmp_path: Path, server: Fak
 
 # ------------------------------------------------------------------ intervals and ablations
 def test_stratified_bootstrap_intervals() -> None:
-    from ariadnemem_core.bench.qa import stratified_bootstrap
+    from ariadnemem_core.bench.metrics import stratified_bootstrap
 
     const = stratified_bootstrap({"1": [0.5] * 10, "2": [1.0] * 30})
     assert const["1"] == (0.5, 0.5) and const["2"] == (1.0, 1.0)
@@ -323,7 +323,7 @@ def test_ablated_contexts_change_only_their_part() -> None:
     full = graph.to_text()
     assert "PATHS:" in full and "(superseded by F2)" in full and "(latest)" in full
 
-    hidden = dataclasses.replace(graph, path_lines=False, _text=None)  # Config.path_lines off
+    hidden = dataclasses.replace(graph, path_lines=False)  # Config.path_lines off
     assert hidden.to_text() == full.split("\nPATHS:")[0] and hidden.paths == graph.paths
     no_marks = without_update_markers(graph)
     text = no_marks.to_text()

@@ -294,12 +294,13 @@ def test_add_usage_errors(tmp_path: Path) -> None:
 def test_retrieve_table(capsys, base: Path, listing) -> None:
     code, out, _ = run(capsys, "retrieve", "When is the kickoff meeting?", "--store", base, "-u", "alice")
     assert code == 0
-    assert "Evidence for: When is the kickoff meeting?" in out
-    for label in ("F1", "F2"):
-        assert f"│ {label} " in out
-    assert "│ a2 " in out and "│ a4 " in out  # provenance column
-    assert "(superseded by F" in out  # the 2 pm entry was updated by the 3 pm one
+    assert out.startswith("Evidence for: When is the kickoff meeting?\nfact\trole\tdate\ttext\tturns\t")
+    rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines() if line.count("\t") == 5}
+    assert {"F1", "F2"} <= set(rows)  # not a terminal: one tab-separated line per fact
+    assert {"a2", "a4"} <= {r[4] for r in rows.values()}  # provenance
+    assert any(r[5].startswith("F") for r in rows.values())  # the 2 pm entry was updated by the 3 pm one
     assert "1 update" in out and "tokens" in out
+    assert "cold start" in out  # a command's retrieve is the first of its process, and says so
 
 
 def test_retrieve_json_and_text(capsys, base: Path, listing) -> None:
@@ -316,7 +317,7 @@ def test_retrieve_json_and_text(capsys, base: Path, listing) -> None:
 
     code, out, _ = run(capsys, "retrieve", "When is the kickoff meeting?", "--store", base, "-u", "alice", "--text")
     assert code == 0 and out.startswith("MEMORY")
-    assert out.strip() == data["text"].strip()
+    assert out == data["text"]  # byte for byte what an LLM gets: no wrapping, nothing added
     assert "Evidence for" not in out
 
 
@@ -365,7 +366,7 @@ def test_users_are_isolated(capsys, base: Path, listing) -> None:
     assert alice_ids and bob_ids and not alice_ids & bob_ids
     for q in (KITTEN_Q, "Where does Leo live?", "When is the kickoff meeting?"):
         code, out, _ = run(capsys, "retrieve", q, "--store", base, "--user", "bob")
-        assert code == 0 and out.startswith(f"Evidence for: {q}") and "│ F1 " in out
+        assert code == 0 and out.startswith(f"Evidence for: {q}") and "\nF1\t" in out
         rows = out.split("\n", 1)[1]  # the title repeats the question
         assert "cello" in rows or "Nora" in rows
         assert not any(w in rows for w in ALICE_WORDS)
@@ -462,6 +463,7 @@ def test_history_refuses_other_users_and_unknown_ids(capsys, base: Path, listing
     code, out, err = run(capsys, "history", eid, "--store", base, "-u", "bob")
     assert code == 1 and out == "" and err.startswith("Error:") and eid in err
     assert "2 pm" not in err
+    assert "user 'bob'" in err and "--user" in err  # the hint: an entry belongs to one user
 
 
 def test_stats_whole_store_and_per_user(capsys, base: Path, listing) -> None:
@@ -478,6 +480,147 @@ def test_stats_whole_store_and_per_user(capsys, base: Path, listing) -> None:
     assert code == 0 and "whole store" in out and "2 users" in out and "alice" in out and "bob" in out
     code, out, _ = run(capsys, "stats", "--store", base, "-u", "bob")
     assert code == 0 and "user bob" in out and "alice" not in out
+
+
+# ---------------------------------------------------------------------- tables that fit the terminal
+LONG = [
+    {"speaker": "Priya", "text": "For the Kyoto leg I booked the Ryokan Sakura near Gion for three nights, breakfast "
+     "included, and the host said we can leave our bags there after checkout on the last day.",
+     "timestamp": "2024-05-01T10:00:00", "turn_id": "p1"},
+    {"speaker": "Priya", "text": "The train to Osaka leaves at 9 am on Friday.", "timestamp": "2024-05-01T10:05:00",
+     "turn_id": "p2"},
+    {"speaker": "Priya", "text": "The train to Osaka moved to 11 am on Friday.",
+     "timestamp": "2024-05-02T10:05:00", "turn_id": "p3"},
+]
+
+
+@pytest.fixture(scope="module")
+def trip(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Path:
+    """A store whose entries have a long text and an update (user priya)."""
+    root = tmp_path_factory.mktemp("trip")
+    write_jsonl(root / "trip.jsonl", LONG)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in CLEAN_ENV:
+            mp.delenv(name, raising=False)
+        assert main(["add", str(root / "trip.jsonl"), "--store", str(root / "store"), "-u", "priya", "-q"]) == 0
+    return root / "store"
+
+
+def terminal(monkeypatch: pytest.MonkeyPatch, width: int) -> io.StringIO:
+    """Print the commands' output to a terminal of ``width`` columns (no colours)."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=True, color_system=None, highlight=False)
+    monkeypatch.setattr(_common, "out", console)
+    monkeypatch.setattr(memory_cmds, "out", console)
+    return buf
+
+
+def column_widths(table: str) -> dict[str, int]:
+    """Header name -> inner width of each column of a rich table (heavy header box)."""
+    header = next(line for line in table.splitlines() if line.startswith("┃") and line.strip("┃ "))
+    return {cell.strip(): len(cell) - 2 for cell in header.strip("┃").split("┃")}
+
+
+def text_cells(table: str, column: int) -> list[str]:
+    """Each body row's text in one column, continuation lines joined (a row starts where
+    the first column is not blank)."""
+    rows: list[list[str]] = []
+    for line in table.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        if cells[0]:
+            rows.append([])
+        rows[-1].append(cells[column])
+    return [" ".join(part for part in row if part) for row in rows]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_entries_fit_the_terminal_and_the_text_stays_readable(monkeypatch, capsys, trip: Path, width: int) -> None:
+    entries = run_json(capsys, "entries", "--store", trip, "-u", "priya")
+    buf = terminal(monkeypatch, width)
+    code, _, _ = run(capsys, "entries", "--store", trip, "-u", "priya")
+    table = buf.getvalue()
+    assert code == 0 and all(len(line) <= width for line in table.splitlines())
+    widths = column_widths(table)
+    assert widths["text"] >= 40 and widths["text"] == max(widths.values())  # the text gets the room
+    assert widths["id"] <= 12  # ids shortened to a unique prefix
+    assert ("valid until" in widths) == (width >= 120)  # folded under the text below 120 columns
+    text_col = list(widths).index("text")
+    shown = text_cells(table, text_col)
+    for entry, cell in zip(entries, shown, strict=True):
+        assert cell.startswith(entry["text"])  # every word whole: wrapped between words, never inside one
+    if width < 120:
+        assert any("valid until" in cell for cell in shown) and "turns p1" in table
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_evidence_fits_the_terminal(monkeypatch, capsys, trip: Path, width: int) -> None:
+    data = run_json(capsys, "retrieve", "Where is Priya staying in Kyoto?", "--store", trip, "-u", "priya")
+    buf = terminal(monkeypatch, width)
+    code, _, _ = run(capsys, "retrieve", "Where is Priya staying in Kyoto?", "--store", trip, "-u", "priya")
+    table = buf.getvalue()
+    assert code == 0 and all(len(line) <= width for line in table.splitlines())
+    widths = column_widths(table)
+    assert widths["text"] >= 40 and widths["text"] == max(widths.values())
+    shown = text_cells(table, list(widths).index("text"))
+    for fact, cell in zip(data["facts"], shown, strict=True):
+        assert cell.startswith(fact["text"])
+    assert "cold start" in " ".join(table.split())
+
+
+def test_short_ids_from_a_table_work_in_history_and_delete(monkeypatch, capsys, trip: Path, tmp_path: Path) -> None:
+    entries = run_json(capsys, "entries", "--store", trip, "-u", "priya")
+    buf = terminal(monkeypatch, 80)
+    assert run(capsys, "entries", "--store", trip, "-u", "priya")[0] == 0
+    short = [line.split("│")[1].strip() for line in buf.getvalue().splitlines()
+             if line.startswith("│") and line.split("│")[1].strip()]
+    assert len(short) == len(entries) and all(e["id"].startswith(s) and s != e["id"]
+                                              for e, s in zip(entries, short, strict=True))
+    newest = entries[-1]
+    chain = run_json(capsys, "history", short[-1], "--store", trip, "-u", "priya")
+    assert chain[-1]["id"] == newest["id"]
+    code, _, err = run(capsys, "history", short[-1], "--store", trip)  # not the default user's
+    assert code == 1 and "--user" in err
+    code, _, err = run(capsys, "history", "e-", "--store", trip, "-u", "priya")  # the start of every id
+    assert code == 1 and "give more of it" in err
+    copy = Path(shutil.copytree(trip, tmp_path / "copy"))
+    assert run_json(capsys, "delete", short[0], "--store", copy, "-u", "priya") == {"deleted": entries[0]["id"]}
+
+
+def test_short_ids_are_unique_prefixes() -> None:
+    from ariadnemem_core.cli.render import short_ids
+
+    ids = ["e-0123456789abcdef", "e-0123456789abcdee", "e-ffff000011112222", "abc", "abcd", "x"]
+    short = short_ids(ids)
+    assert short["e-ffff000011112222"] == "e-ffff0000"  # "e-" and 8 hex digits when that is unique
+    assert short["e-0123456789abcdef"] == "e-0123456789abcdef"  # as long as needed to tell them apart
+    assert short["x"] == "x" and short["abc"] == "abc"
+    for i, s in short.items():
+        assert i.startswith(s) and [o for o in ids if o.startswith(s) and len(o) <= len(i)] == [i]
+
+
+def test_not_a_terminal_prints_whole_lines(capsys, trip: Path) -> None:
+    entries = run_json(capsys, "entries", "--store", trip, "-u", "priya")
+    code, out, _ = run(capsys, "entries", "--store", trip, "-u", "priya")
+    assert code == 0 and "│" not in out and "\x1b" not in out
+    lines = out.splitlines()
+    assert lines[1].split("\t")[:4] == ["id", "date", "speaker", "text"]
+    for entry in entries:  # the full id and the whole text on one line, however long
+        assert any(line.startswith(entry["id"] + "\t") and f"\t{entry['text']}\t" in line for line in lines)
+
+
+def test_stats_title_keeps_the_store_path_whole(monkeypatch, capsys, trip: Path) -> None:
+    buf = terminal(monkeypatch, len(str(trip)) + 4)  # the title does not fit on one line, the path does
+    assert run(capsys, "stats", "--store", trip)[0] == 0
+    lines = [line.strip() for line in buf.getvalue().splitlines()]
+    assert lines[:2] == ["whole store", f"({trip})"]
+
+
+def test_ask_with_an_empty_question_says_only_that(capsys, trip: Path) -> None:
+    code, out, err = run(capsys, "ask", "  ", "--store", trip, "-u", "priya")
+    assert code == 1 and out == "" and err.startswith("Error:") and "empty" in err
+    assert "no LLM configured" not in err
 
 
 # ---------------------------------------------------------------------- delete / export / import / forget

@@ -27,6 +27,14 @@ CASES: list[tuple[str, str, str, str]] = [
     ("Jon", "Gina", "I do miss nature.", "Jon does miss nature."),
     ("Caroline", "Melanie", "I think you need a break.", "Caroline thinks Melanie needs a break."),
     ("Caroline", "Melanie", "When you paint, you feel calm.", "When Melanie paints, Melanie feels calm."),
+    # "you" opening a subordinate clause is its subject
+    ("Maya", "Leo", "My phone number is 555-0142 in case you need to reach me.",
+     "Maya's phone number is 555-0142 in case Leo needs to reach Maya."),
+    ("Leo", "Maya", "Before you go, do you have the keys?", "Before Maya goes, does Maya have the keys?"),
+    ("Leo", "Maya", "Call me after you land.", "Call Leo after Maya lands."),
+    ("Leo", "Maya", "It is bigger than you think.", "It is bigger than Maya thinks."),
+    ("user", "assistant", "Just in case you need it, my number is 555-0142.",
+     "Just in case the assistant needs it, the user's number is 555-0142."),
     # past tense, modals, -ing and ambiguous past forms stay as said
     ("Caroline", "Melanie", "I went to the park.", "Caroline went to the park."),
     ("Caroline", "Melanie", "I painted a lake.", "Caroline painted a lake."),
@@ -117,6 +125,26 @@ def test_extracted_entries_name_role_speakers() -> None:
     assert _entries("Jarvis", "user", "I can draft it.", custom) == ["The assistant can draft it."]
     # A person keeps their name.
     assert _entries("Priya", "Sam", "Sounds good to the team.", cfg) == ["Priya: Sounds good to the team."]
+
+
+def test_extracted_entries_agree_in_subordinate_clauses() -> None:
+    assert _entries("Maya", "Leo", "My phone number is 555-0142 in case you need to reach me.", Config()) == \
+        ["Maya's phone number is 555-0142 in case Leo needs to reach Maya."]
+
+
+def test_a_note_is_not_prefixed_with_its_speaker() -> None:
+    """A note (``metadata["note"] is True``) about the conversation reads as written; a
+    first-person word in it still stands for its speaker, and it has no "own words"."""
+    ts = datetime(2024, 3, 1, 9, 0)
+    extractor = RuleExtractor(split_sentences=True)
+    notes = [Turn("user", "Maya is vegetarian since 2021.", ts, "n1", {"note": True}),
+             Turn("user", "I need a vegan cake for Saturday.", ts, "n2", {"note": True}),
+             Turn("user", "Maya is vegetarian since 2021.", ts, "n3", {"note": "yes"})]  # only True marks a note
+    entries = extractor.extract(notes, ExtractionContext([], ["user"]))
+    assert [e.text for e in entries] == ["Maya is vegetarian since 2021.",
+                                         "The user needs a vegan cake for Saturday (2024-03-02).",
+                                         "The user: Maya is vegetarian since 2021."]
+    assert "said" not in entries[1].metadata
 
 
 def test_config_round_trip_keeps_assistant_speakers_a_tuple() -> None:

@@ -186,6 +186,21 @@ def test_put_is_extracted_not_stored_verbatim(store: AriadneMemStore, memory: Ar
     assert all("Tomas" not in e.text for e in memory.entries("maya"))
 
 
+def test_a_put_reads_as_written_not_as_a_transcript_line(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    ns = ("memories", "maya")
+    store.put(ns, "diet", {"content": "Maya is vegetarian since 2021"})
+    store.put(ns, "cake", {"content": "I need a vegan cake for Saturday."})
+    store.put(ns, "said", {"content": "My sister Ana lives in Porto.", "speaker": "Maya"})  # an utterance
+    shown = [store.get(ns, key).value["content"] for key in ("diet", "cake", "said")]
+    assert shown[0] == "Maya is vegetarian since 2021"
+    assert shown[1].startswith("The user needs a vegan cake for Saturday")  # first person: the store's speaker
+    assert shown[2] == "Maya's sister Ana lives in Porto."
+    context = memory.retrieve("Is Maya vegetarian?", user_id="maya").to_text()
+    found = [i.value["content"] for i in store.search(ns, query="Is Maya vegetarian?")]
+    for text in (context, *found, *(e.text for e in memory.entries("maya"))):
+        assert "The user: " not in text and "user: Maya" not in text, text
+
+
 def test_scopes_and_prefix(store: AriadneMemStore, memory: AriadneMemory) -> None:
     store.put(("memories", "maya", "planner", "s1"), "a", {"content": "Maya's train leaves at 9."})
     store.put(("memories", "maya", "_", "s2"), "b", {"content": "Maya's bus leaves at 7."})

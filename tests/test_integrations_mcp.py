@@ -232,6 +232,23 @@ async def test_agent_scope_hides_other_agents_entries(tmp_path: Path) -> None:
         assert listed.structured_content["total"] == 0
 
 
+async def test_add_turns_restates_in_english(tmp_path: Path) -> None:
+    """Through the ``add_turns`` tool: "you" opening a clause agrees with its verb, and
+    a role speaker is "the user" / "the assistant"."""
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder()) as mem:
+        server = create_server(mem, user_id="u")
+        await server.call_tool("add_turns", {"turns": [
+            {"speaker": "Leo", "text": "Are you free on Friday?", "timestamp": "2024-03-04T09:00:00"},
+            {"speaker": "Maya", "text": "My phone number is 555-0142 in case you need to reach me.",
+             "timestamp": "2024-03-04T09:01:00"},
+            {"speaker": "user", "text": "Just in case you need it, my number is 555-0199.",
+             "timestamp": "2024-03-04T09:02:00"}]})
+        texts = [e.text for e in mem.entries("u")]
+    assert "Maya's phone number is 555-0142 in case Leo needs to reach Maya." in texts
+    assert "Just in case Maya needs it, the user's number is 555-0199." in texts
+    assert not any(" need to reach" in t for t in texts)
+
+
 def test_cli_rejects_a_bad_http_address(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["mcp", "--http", "8765", "--store", "/nonexistent/never-created"])

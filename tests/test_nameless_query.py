@@ -8,7 +8,8 @@ import pytest
 
 from ariadnemem_core import Config, ConfigError, Turn
 from ariadnemem_core.models import Scope
-from ariadnemem_core.retrieval import hybrid_search
+from ariadnemem_core.reasoning import Question
+from ariadnemem_core.reasoning.channels import draw
 from ariadnemem_core.text import without_persons
 
 T0 = datetime(2023, 5, 1, 18, tzinfo=UTC)
@@ -70,8 +71,9 @@ def test_the_nameless_question_draws_its_own_candidates(make_memory) -> None:
     persons = mem.store.known_persons("u")
 
     def drawn(*vectors) -> list[str]:
-        cands, _ = hybrid_search(mem.store, Scope("u"), question, *vectors[:1], mem.config, persons, *vectors[1:])
-        return [t for c in cands if c.dense_rank is not None for t in c.entry.source_turn_ids]
+        q = Question(question, Scope("u"), vectors[0], *vectors[1:], known_persons=frozenset(persons))
+        ids = [h.entry_id for h in draw(mem.store, q, mem.config)["dense"]]
+        return [t for e in mem.store.get(ids, "u").values() for t in e.source_turn_ids]
 
     assert drawn(qvec) == ["f0"]  # one dense candidate: the name's
     assert sorted(drawn(qvec, nameless)) == ["ev", "f0"]  # and the nameless question's own

@@ -8,8 +8,9 @@ import pytest
 
 from ariadnemem_core import Config, Turn
 from ariadnemem_core.models import Scope
-from ariadnemem_core.periods import question_period
-from ariadnemem_core.retrieval import _period_hits
+from ariadnemem_core.reasoning import Question
+from ariadnemem_core.reasoning.channels import period as period_channel
+from ariadnemem_core.reasoning.periods import question_period
 
 
 def _days(question: str) -> list[str] | None:
@@ -44,7 +45,8 @@ def test_a_named_period_brings_its_memories_into_the_graph_and_first(make_memory
     question = "What did Tim start learning in August 2023?"
     found = {}
     for name, knobs in {"off": {"k_period": 0}, "drawn": {"period_bonus": 0.0}, "on": {}}.items():
-        mem = make_memory(name, Config(k_sem=2, k_lex=1, **knobs))
+        # The period channel alone: no whole-message channel (it would draw "aug" too).
+        mem = make_memory(name, Config(k_sem=2, k_lex=1, message_floor=0.0, **knobs))
         mem.add(turns, user_id="tim")
         mem.add([Turn("Tim", "I started learning the violin.", at(8, 22), "other")], user_id="someone-else")
         mem.flush()
@@ -67,22 +69,23 @@ def test_a_period_ends_before_the_first_moment_of_the_next(make_memory) -> None:
     assert period is not None
     qvec = mem.embedder.embed(["hobby"])[0]
     # The period's own candidates, before fusion: the one said at midnight of September is not one.
-    hits = [i for i, _ in _period_hits(mem.store, Scope("tim"), qvec, period, 10, set())]
+    q = Question("Which hobby did Tim pick up in August 2023?", Scope("tim"), qvec, period=period)
+    hits = [h.entry_id for h in period_channel(mem.store, q, mem.config, {})]
     assert [mem.store.get(hits, "tim")[i].source_turn_ids for i in hits] == [["aug"]]
 
 
 def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:
-    import ariadnemem_core.retrieval as retrieval
+    import ariadnemem_core.reasoning.channels as channels
 
     at = datetime(2023, 8, 10, tzinfo=UTC)
     turns = [Turn("Tim", text, at, f"t{i}") for i, text in enumerate(
         ["The piano is a new hobby of mine.", "I repaired the garden fence.", "We cooked a big paella."])]
-    mem = make_memory("crowded", Config(k_sem=1, k_lex=1, relevance_floor=0.0), hashing=True)
+    mem = make_memory("crowded", Config(k_sem=1, k_lex=1, message_floor=0.0, relevance_floor=0.0), hashing=True)
     mem.add(turns, user_id="tim")
     mem.flush()
     question = "Which hobby did Tim pick up in August 2023?"
     assert len(mem.retrieve(question, user_id="tim").facts) == 3  # period candidates join
-    monkeypatch.setattr(retrieval, "MAX_PERIOD_SCAN", 2)
+    monkeypatch.setattr(channels, "MAX_PERIOD_SCAN", 2)
     assert len(mem.retrieve(question, user_id="tim").facts) < 3  # more than 2 in the period: not scanned
 
 

@@ -17,10 +17,16 @@ from tests.conftest import BOTH_BACKENDS
 pytestmark = BOTH_BACKENDS
 
 #: What the offline (rule) detector reaches on the shipped suite; the issue's targets are
-#: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason.
-MIN_LINKED = 89.0
+#: 90 / 95 / 90. Raising these floors is the point; lowering them needs a reason. They were
+#: 89 / 100 / 91 until a changed value had to be a value of the same attribute (what it is
+#: *of*, not a shared unit, month or person) and a change sharing no word stopped linking on a
+#: cue alone: on conversations the rules were not written for, most links were false and
+#: coarsening off beat coarsening on. Four changes of the suite are lost to that: a weekly
+#: distance that shares only its unit, a due date renamed a deadline, a school named by a
+#: person the extractor missed, a new employer sharing no word with the old one.
+MIN_LINKED = 82.0
 MIN_NEGATIVES_CLEAN = 100.0
-MIN_LATEST = 91.0
+MIN_LATEST = 89.0
 #: The held-out dialogues (tests/data/update_dialogues_heldout.json) were written before the
 #: rules were last tuned and never used to tune them: they check that the rules generalise.
 #: The floors are modest on purpose (what they reach is reported in docs/concepts/coarsening.md).
@@ -348,3 +354,193 @@ def test_the_clause_holding_the_attribute_says_whether_the_old_value_is_gone() -
     visit = _e("c", "Amira has been living in Austin since the summer, Portland was too rainy.",
                persons=("Amira",), entities=("Portland", "Austin"))
     assert _reason(austin, visit, 0.69) is None  # Austin is still where she lives
+
+
+# --------------------------------------------------------------------------- attributes and forks
+VALIDATION = Path(__file__).parent / "data" / "update_dialogues_validation.json"
+
+
+def test_a_value_of_another_attribute_never_supersedes() -> None:
+    """An attribute is what the value is *of*: a flight price is not a budget, whatever unit
+    or rate ("per person") the two amounts share; a shared month or person is no attribute."""
+    budget = _e("a", "user: Our total budget is $4,000 per person.", speaker="user", turn="t1")
+    cut = _e("b", "user: We had to cut the budget to $3,200 per person.", speaker="user", turn="t2")
+    flights = _e("c", "user: The flights came to $1,180 per person.", speaker="user", turn="t3")
+    assert _reason(budget, cut, 0.7) is not None
+    assert _reason(budget, flights, 0.7) is None and _reason(cut, flights, 0.7) is None
+    conference = _e("d", "user: I'm attending the DataOps conference in Denver on April 18.", speaker="user",
+                    entities=("DataOps", "Denver"), turn="t4")
+    workshop = _e("e", "user: I signed up for a Kubernetes workshop in April instead.", speaker="user",
+                  entities=("Kubernetes",), turn="t5")
+    assert _reason(conference, workshop, 0.6) is None  # a shared month and a cue: two events
+    meeting = _e("f", "user: I have a 1:1 with Tom in March about the roadmap.", speaker="user", persons=("Tom",))
+    promoted = _e("g", "user: Priya got promoted to engineering manager in March.", speaker="user",
+                  persons=("Priya",))
+    assert _reason(meeting, promoted, 0.6) is None
+    small = _e("h", "user: At Mario's the small pizza is $12.", speaker="user")
+    large = _e("i", "user: The large pizza is $18, better value for four people.", speaker="user")
+    assert co_true(small, large) is not None and "small / large" in str(co_true(small, large))
+
+
+def test_a_replacement_names_what_was_given_up() -> None:
+    """A replacement with no typed value: the new statement names the old thing as ended
+    ("stopped", "gave up", "quit") and fills the same attribute with something else."""
+    bus = _e("a", "user: I take the bus to work every day.", speaker="user", turn="t1")
+    bike = _e("b", "user: I stopped taking the bus and ride my bike to work now.", speaker="user", turn="t2")
+    assert _reason(bus, bike, 0.6) == "state changed, given up"
+    tennis = _e("c", "user: I play tennis on Saturdays.", speaker="user", turn="t3")
+    padel = _e("d", "user: I gave up tennis, I play padel on Saturdays now.", speaker="user", turn="t4")
+    assert _reason(tennis, padel, 0.6) == "state changed, given up"
+    # an ending word about something else is no replacement of the old statement
+    work = _e("e", "user: I work at Acme as an analyst.", speaker="user", entities=("Acme",), turn="t5")
+    early = _e("f", "user: I left work early today to see the doctor.", speaker="user", turn="t6")
+    assert _reason(work, early, 0.6) is None
+    # a physical unit at the same rate is one measure when the wording marks a change
+    weigh = _e("i", "user: I weigh 82 kg right now and want to get down to 75 kg.", speaker="user", turn="t9")
+    weight = _e("j", "user: Checked the scale: my weight is 78.5 kg now, so it's working!", speaker="user",
+                turn="t10")
+    assert _reason(weigh, weight, 0.6) is not None
+    hike = _e("k", "user: The hike to the lake is 12 km.", speaker="user", turn="t11")
+    weekly = _e("l", "user: I've built up to 25 km a week now.", speaker="user", turn="t12")
+    assert _reason(hike, weekly, 0.6) is None
+    # "every Monday at 11" and "Mondays at 11:00" are one value: an echo, not a change
+    sync = _e("m", "user: The weekly design sync is every Monday at 11.", speaker="user", turn="t13")
+    echo = _e("n", "assistant: Added to your calendar: design sync, Mondays at 11:00.", speaker="assistant",
+              turn="t14")
+    assert changed_types(sync, echo) == [] and _reason(sync, echo, 0.8) is None
+    # a change verb may now extend through a date ("extended the lease through December")
+    lease = _e("g", "user: My lease ends on June 30.", speaker="user", turn="t7")
+    longer = _e("h", "user: The landlord extended my lease through December 31.", speaker="user", turn="t8")
+    assert _reason(lease, longer, 0.6) is not None
+
+
+def test_a_change_word_counts_for_the_value_it_governs() -> None:
+    """On user-assistant chat most false links were long restatements where a change word
+    governed one value ("reduced it to 300ms") and another type of value differed (a tool
+    named beside it), or where a long message lent its change word to every sentence."""
+    slow = _e("a", "The user is optimizing the dashboard, which loads slowly because of SQL joins.",
+              entities=("SQL",), turn="t1")
+    faster = _e("b", "The user managed to reduce the dashboard load time to 300ms with Redis and SQL indexes.",
+                entities=("Redis", "SQL"), turn="t2")
+    assert changed_types(slow, faster) == ["name"]
+    assert _reason(slow, faster, 0.7) is None
+    rent = _e("c", "user: The rent is $1,450 a month.", speaker="user", turn="t3")
+    now = _e("d", "user: The rent is $1,600 a month.", speaker="user", turn="t4")
+    cue = _e("e", "user: The landlord pushed the inspection to June 3.", speaker="user", turn="t4")
+    brief = Surroundings([cue, now])
+    assert update_reason(rent, now, 0.6, Config(), brief) is not None  # a remark's cue is lent
+    filler = [_e(f"f{i}", f"user: Point {i} of the plan is the garden.", speaker="user", turn="t4") for i in range(5)]
+    assert update_reason(rent, now, 0.6, Config(), Surroundings([cue, *filler, now])) is None
+
+
+def test_one_successor_per_fact() -> None:
+    """A fact with a newer state is never linked again: a later statement updates the chain
+    through its latest state, so no fact has two successors."""
+    old = _e("a", "The kickoff meeting is at 2 pm.", turn="t1")
+    mid = _e("b", "The kickoff meeting moved to 3 pm.", turn="t2")
+    new = _e("c", "The kickoff meeting moved to 4 pm.", turn="t3")
+    assert decide(new, [(old, 0.8)], Config()).action is Action.LINK
+    old.superseded_by = mid.id  # as the store reports it once mid is linked
+    assert decide(new, [(old, 0.8)], Config()).action is Action.ADD
+    d = decide(new, [(old, 0.8), (mid, 0.75)], Config())
+    assert (d.action, d.target_id, d.also) == (Action.LINK, "b", ())
+    old.superseded_by = None  # linked earlier in the same window: the ingest passes its id
+    assert decide(new, [(old, 0.8)], Config(), superseded={"a"}).action is Action.ADD
+
+
+TRIP = [
+    ("user", "I'm planning a trip to Japan with Priya in April."),
+    ("assistant", "Lovely! Tokyo and Kyoto are a classic pairing for a first visit."),
+    ("user", "Our total budget is $4,000 per person."),
+    ("assistant", "That's comfortable for two weeks."),
+    ("user", "In Kyoto Priya would love to stay near Gion."),
+    ("assistant", "Gion is beautiful at night."),
+    ("user", "We had to cut the budget to $3,200 per person."),
+    ("assistant", "Understood, I'll plan around $3,200 each."),
+    ("user", "Priya booked the Hotel Kanra in Kyoto for four nights."),
+    ("assistant", "Great, Hotel Kanra is near Gojo station."),
+    ("user", "Is the hotel close to a station?"),
+    ("assistant", "Yes, a five-minute walk."),
+    ("user", "The flights came to $1,180 per person."),
+    ("assistant", "That leaves $2,020 per person for the rest."),
+]
+
+
+def _trip_memory(make_memory):
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn
+
+    mem = make_memory("trip")
+    mem._llm_checked = True  # offline answers even if the environment names an LLM
+    start = datetime(2024, 3, 1, 9)
+    mem.add([Turn(s, t, start + timedelta(hours=i), f"t{i}") for i, (s, t) in enumerate(TRIP)], user_id="u")
+    mem.flush()
+    return mem
+
+
+def test_trip_budget_has_one_truth(make_memory) -> None:
+    """The budget is cut once; the flight price is another attribute. history(), entries()'
+    valid-until and the evidence graph's (latest) markers agree, and the offline answer
+    gives the current and the original budget from the chain, citing the fact it quotes."""
+    mem = _trip_memory(make_memory)
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries("u")}
+    budget, cut, flights = by_turn["t2"], by_turn["t6"], by_turn["t12"]
+    edges = [(e.src, e.dst) for e in mem.edges("u") if e.kind == "update"]
+    assert (budget.id, cut.id) in edges and all(flights.id not in pair for pair in edges)
+    assert budget.superseded_by == cut.id and cut.superseded_by is None and flights.superseded_by is None
+    assert [e.id for e in mem.history(budget.id, user_id="u")] == [budget.id, cut.id]
+    assert [e.id for e in mem.history(flights.id, user_id="u")] == [flights.id]
+    graph = mem.retrieve("What is the current budget per person?", user_id="u")
+    text = graph.to_text()
+    latest = [line for line in text.splitlines() if "(latest)" in line]
+    assert len(latest) == 1 and "$3,200" in latest[0] and "$1,180" not in latest[0]
+    now = mem.answer("What is the current budget per person?", user_id="u")
+    assert "$3,200" in now.text and "$4,000" not in now.text
+    assert now.fact_ids and graph.fact(cut.id) is not None
+    original = mem.answer("What was the original budget?", user_id="u")
+    assert "$4,000" in original.text and "$3,200" not in original.text
+    labels = {f.label: f.id for f in original.graph.facts}
+    assert original.fact_ids and labels[original.fact_ids[0]] == budget.id
+
+
+def test_extractive_answer_picks_the_statement_that_answers(make_memory) -> None:
+    """A booking answers before a wish, a statement before a question, and the answer names
+    the fact it quotes."""
+    mem = _trip_memory(make_memory)
+    stay = mem.answer("Where is Priya staying in Kyoto?", user_id="u")
+    assert "Hotel Kanra" in stay.text and "would love" not in stay.text
+    labels = {f.label: f for f in stay.graph.facts}
+    assert stay.fact_ids and all(label in labels for label in stay.fact_ids)
+    assert "booked" in labels[stay.fact_ids[0]].text
+    near = mem.answer("How far is the hotel from a station?", user_id="u")
+    assert "?" not in near.text.removeprefix("[extractive, no LLM configured]")
+
+
+def test_a_forked_store_shows_one_truth(make_memory, tmp_path) -> None:
+    """A store written before forks were refused (one fact with two newer states, e.g. by an
+    import): entries(), history() and the evidence graph name the same successor."""
+    import json
+
+    mem = _trip_memory(make_memory)
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries("u")}
+    budget, cut, flights = by_turn["t2"], by_turn["t6"], by_turn["t12"]
+    path = tmp_path / "fork.jsonl"
+    mem.export(path, user_id="u")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    edge = next(r for r in rows if r.get("type") == "edge")
+    rows.append({**edge, "src": budget.id, "dst": flights.id})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    other = make_memory("forked")
+    other._llm_checked = True
+    other.import_(path)
+    assert sum(e.src == budget.id for e in other.edges("u")) == 2  # the fork is stored
+    again = {e.id: e for e in other.entries("u")}
+    assert again[budget.id].superseded_by == cut.id  # the earliest newer state
+    assert [e.id for e in other.history(budget.id, user_id="u")] == [budget.id, cut.id]
+    assert [e.id for e in other.history(flights.id, user_id="u")] == [flights.id]
+    graph = other.retrieve("What is the budget per person now? What did the flights come to?", user_id="u")
+    assert graph.fact(budget.id) and graph.fact(cut.id) and graph.fact(flights.id)
+    assert graph.fact(budget.id).superseded_by == cut.id
+    latest = [line for line in graph.to_text().splitlines() if "(latest)" in line]
+    assert len(latest) == 1 and "$3,200" in latest[0]

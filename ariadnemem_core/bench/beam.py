@@ -46,7 +46,16 @@ from ..models import MAX_TEXT_CHARS, Turn
 from ..tokens import count_tokens
 from .baselines import FlatIndex
 from .ingest import fresh_embedder
-from .metrics import QuestionRecord, covered_turns, make_record, mean, peak_rss, percentile, summarize_group
+from .metrics import (
+    QuestionRecord,
+    covered_turns,
+    make_record,
+    mean,
+    peak_rss,
+    percentile,
+    stratified_bootstrap,
+    summarize_group,
+)
 from .progress import progress_bar
 from .report import environment, fmt, markdown_table, write_json, write_jsonl
 
@@ -197,6 +206,48 @@ def summarize_beam(records: Sequence[QuestionRecord], categories: Sequence[str])
     return out
 
 
+#: The flat system every other is compared with question by question (paired intervals).
+REFERENCE = "flat-hybrid@500"
+
+
+def _recall_groups(records: Sequence[QuestionRecord]) -> dict[str, list[float]]:
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        if r.evidence and r.recall is not None:
+            groups.setdefault(str(r.extra.get("category")), []).append(float(r.recall))
+    return groups
+
+
+def recall_intervals(records: Sequence[QuestionRecord], seed: int = 0) -> dict[str, list[float] | None]:
+    """Bootstrap 95% intervals of mean recall, per category and ``overall`` (questions
+    with evidence). With ~20 questions a category one question moves it ~5 points: read
+    the interval, not the point."""
+    ci = stratified_bootstrap(_recall_groups(records), seed=seed)
+    return {k: list(v) if v else None for k, v in ci.items()}
+
+
+def paired_difference(records: Sequence[QuestionRecord], reference: Sequence[QuestionRecord],
+                      seed: int = 0) -> dict[str, Any]:
+    """Per-question recall of ``records`` minus the ``reference``'s on the same questions,
+    per category and overall, with paired bootstrap 95% intervals (the questions'
+    difficulty cancels out): a difference whose interval excludes 0 is one the sample tells.
+
+    Returns:
+        ``{"diff": {group: mean difference}, "ci": {group: [low, high] | None}}``.
+    """
+    ref = {r.qid: r for r in reference}
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        other = ref.get(r.qid)
+        if r.evidence and other is not None and r.recall is not None and other.recall is not None:
+            groups.setdefault(str(r.extra.get("category")), []).append(float(r.recall) - float(other.recall))
+    ci = stratified_bootstrap(groups, seed=seed)
+    pooled = [d for v in groups.values() for d in v]
+    diff = {c: sum(v) / len(v) for c, v in groups.items() if v}
+    diff["overall"] = sum(pooled) / len(pooled) if pooled else 0.0
+    return {"vs": REFERENCE, "diff": diff, "ci": {k: list(v) if v else None for k, v in ci.items()}}
+
+
 def _record(q: BeamQuestion, covered: Iterable[str], tokens: int, latency: float) -> QuestionRecord:
     rec = make_record(q.qid, 0, q.evidence, covered, tokens, latency)
     rec.extra["category"] = q.category
@@ -341,6 +392,9 @@ def run_beam(root: Path, *, conversations: Sequence[str] | None = None, out_dir:
         "config": cfg.to_dict(),
         "model_load_seconds": round(load_s, 2),
         "systems": {name: {k: v for k, v in s.items() if k != "records"} for name, s in systems.items()},
+        "intervals": {name: recall_intervals(s["records"]) for name, s in systems.items()},
+        "paired": {name: paired_difference(s["records"], systems[REFERENCE]["records"])
+                   for name, s in systems.items() if name != REFERENCE},
         "environment": environment(),
         "peak_rss": peak_rss(),
     }
@@ -379,6 +433,7 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
         "",
         markdown_table(headers, rows),
         "",
+        *_interval_lines(results, cats),
         "## AriadneMem ingest and latency",
         "",
         markdown_table(
@@ -403,6 +458,35 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
     if cmd:
         lines += ["", f"Command: `{cmd}`"]
     return "\n".join(lines) + "\n"
+
+
+def _interval_lines(results: Mapping[str, Any], cats: Sequence[str]) -> list[str]:
+    """The intervals section: each system's recall with its bootstrap 95% interval, and
+    each system minus the reference on the same questions (paired)."""
+    intervals = results.get("intervals")
+    if not intervals:
+        return []
+    systems = results["systems"]
+
+    def cell(value: float | None, ci: Sequence[float] | None, signed: bool = False) -> str:
+        if value is None:
+            return "–"
+        body = f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+        return f"{body} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else body
+
+    rows = []
+    for name, s in systems.items():
+        ci = intervals.get(name, {})
+        sm = s["summary"]
+        rows.append([name, cell(sm["overall"]["recall"], ci.get("overall")),
+                     *[cell(sm["categories"].get(c, {}).get("recall"), ci.get(c)) for c in cats]])
+    for name, p in results.get("paired", {}).items():
+        rows.append([f"{name} - {p['vs']}", cell(p["diff"].get("overall"), p["ci"].get("overall"), signed=True),
+                     *[cell(p["diff"].get(c), p["ci"].get(c), signed=True) for c in cats]])
+    return ["## Recall with bootstrap 95% intervals", "",
+            "Per question, resampled within each category (2,000 resamples, seed 0); the last rows are "
+            "paired differences on the same questions.", "",
+            markdown_table(["system", "recall", *cats], rows), ""]
 
 
 def beam_chart(results: Mapping[str, Any], path: Path, *, dpi: float = 150) -> Path:

@@ -189,3 +189,54 @@ def peak_rss() -> dict[str, float | None]:
     if peak:
         out["psutil_peak_mb"] = round(peak / (1024 * 1024), 1)
     return out
+
+
+#: Bootstrap resamples and confidence level of every interval the QA bench reports.
+BOOTSTRAP_SAMPLES = 2000
+CI_LEVEL = 0.95
+
+
+def stratified_bootstrap(groups: Mapping[str, Sequence[float]], *, overall: Sequence[str] | None = None,
+                         n_boot: int = BOOTSTRAP_SAMPLES, level: float = CI_LEVEL,
+                         seed: int = 0) -> dict[str, tuple[float, float] | None]:
+    """Percentile bootstrap intervals of the mean of each group and of the pooled mean.
+
+    Why stratified: the QA sample draws a fixed number of questions per category, so a
+    resample draws the same number per category again (with replacement); the pooled
+    mean of a resample is the mean over its questions, as the reported average is. Pass
+    per-question *differences* of two systems on the same questions for a paired
+    interval of the difference (the questions' difficulty cancels out).
+
+    Args:
+        groups: per category, one value per question.
+        overall: the groups pooled into ``"overall"`` (default: all of them).
+        n_boot: resamples.
+        level: confidence level (0.95: the 2.5th and 97.5th percentiles).
+        seed: the resampling seed (a fixed seed makes the report reproducible).
+
+    Returns:
+        ``{group: (low, high)}`` plus ``"overall"``; None for an empty group.
+    """
+    rng = np.random.default_rng(seed)
+    pooled = set(groups) if overall is None else set(overall)
+    tail = 100.0 * (1.0 - level) / 2.0
+    out: dict[str, tuple[float, float] | None] = {}
+    sums = np.zeros(n_boot)
+    total = 0
+    for name in sorted(groups):
+        values = np.asarray(groups[name], dtype=float)
+        if values.size == 0:
+            out[name] = None
+            continue
+        draws = values[rng.integers(0, values.size, size=(n_boot, values.size))].sum(axis=1)
+        lo, hi = np.percentile(draws / values.size, [tail, 100.0 - tail])
+        out[name] = (round(float(lo), 6), round(float(hi), 6))
+        if name in pooled:
+            sums += draws
+            total += values.size
+    if total:
+        lo, hi = np.percentile(sums / total, [tail, 100.0 - tail])
+        out["overall"] = (round(float(lo), 6), round(float(hi), 6))
+    else:
+        out["overall"] = None
+    return out

@@ -51,7 +51,6 @@ from typing import Any
 
 from ..config import Config
 from ..evidence import EvidenceGraph
-from ..models import Scope
 from ..serialize import RELEVANCE_HEADER, quote
 
 #: Ablation name -> the QA system it adds (next to "AriadneMem" and the flat baseline).
@@ -107,7 +106,7 @@ def without_update_markers(graph: EvidenceGraph) -> EvidenceGraph:
     """The graph with every fact but no update edges, so no fact is marked as superseded or latest."""
     facts = [dataclasses.replace(f, superseded_by=None) for f in graph.facts]
     edges = [e for e in graph.edges if e[2] != "update"]
-    return dataclasses.replace(graph, facts=facts, edges=edges, _text=None)
+    return dataclasses.replace(graph, facts=facts, edges=edges)
 
 
 #: Ablations that retrieve again from the same store, and the config they retrieve with.
@@ -140,10 +139,7 @@ def ablated_context(name: str, graph: EvidenceGraph, memory: Any, question: str,
     if name == "flat":
         return FlatFacts(graph)
     if name == "turns":
-        return dataclasses.replace(graph, group_by_turn=False, _text=None)
+        return dataclasses.replace(graph, group_by_turn=False)
     if name in _RETRIEVE_AGAIN:
-        from ..reasoning import build_evidence_graph
-
-        cfg = _RETRIEVE_AGAIN[name](memory.config)
-        return build_evidence_graph(memory.store, memory.embedder, cfg, question, Scope(user_id))
+        return memory.retrieve(question, user_id=user_id, config=_RETRIEVE_AGAIN[name](memory.config))
     raise ValueError(f"unknown QA ablation {name!r}")

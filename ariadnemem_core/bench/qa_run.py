@@ -25,16 +25,8 @@ from urllib.parse import urlparse
 from ..errors import LLMError
 from ..tokens import count_tokens
 from .locomo import CATEGORIES, Dataset, Question
-from .metrics import percentile
-from .qa import (
-    BOOTSTRAP_SAMPLES,
-    CATEGORY_NAMES,
-    CI_LEVEL,
-    AnswerCache,
-    answer_items,
-    score_items,
-    stratified_bootstrap,
-)
+from .metrics import BOOTSTRAP_SAMPLES, CI_LEVEL, percentile, stratified_bootstrap
+from .qa import CATEGORY_NAMES, AnswerCache, answer_items, score_items
 from .qa_ablations import QA_ABLATIONS, ablated_context, parse_qa_ablations
 from .qa_metrics import is_abstention
 from .report import fmt, markdown_table

@@ -12,6 +12,12 @@ Three shares are measured:
 * ``negatives_clean``: negative dialogues with no update edge at all;
 * ``latest_answered``: update dialogues whose offline extractive answer
   (``mem.answer(question)`` with no LLM) contains the latest value.
+
+Dialogues may carry more (the validation suite does): an update's ``question_original``
+and ``original`` (the older state: ``original_answered`` counts answers that contain it
+and not the latest value), and a negative's ``question`` and ``latest`` (the look-alike
+left standing: ``negatives_answered``). ``false_links`` counts every update edge that
+does not run from an old turn to a new one, in all dialogues.
 """
 
 from __future__ import annotations
@@ -48,6 +54,17 @@ def _norm(text: str) -> str:
     return re.sub(r"[\s,]+", " ", text.lower()).strip()
 
 
+def _between(src_turns: list[str], dst_turns: list[str], user: str, dialogue: dict[str, Any]) -> bool:
+    """Whether an edge runs within the change: from a turn stating the old value, or the
+    reply to it, to a turn stating the new one or its confirmation (the assistant's echo of
+    an old or new turn is the same state)."""
+    def index(turns: list[str]) -> set[int]:
+        return {int(t.rpartition("#")[2]) for t in turns if t.startswith(f"{user}#")}
+    first_new = min(dialogue["new"])
+    return bool(index(src_turns)) and max(index(src_turns)) < first_new \
+        and any(i >= first_new for i in index(dst_turns))
+
+
 def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: Config | None = None,
                      embedder: Any = None, llm: Any = None, extractor: Any = None) -> dict[str, Any]:
     """Run every dialogue through a fresh ephemeral memory; returns the three shares
@@ -70,7 +87,8 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
     mem = AriadneMemory(None, config, llm=llm, **{k: v for k, v in kwargs.items() if v is not None})
     if llm is None:
         mem._llm_checked = True  # offline answers even if the environment names an LLM
-    linked = clean = latest = n_up = n_neg = 0
+    linked = clean = latest = n_up = n_neg = false_links = 0
+    original = n_original = neg_answered = n_neg_questions = 0
     failures: dict[str, list[str]] = {}
     links: dict[str, int] = {}
     with mem:
@@ -81,20 +99,34 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
             entries = {e.id: e for e in mem.entries(user)}
             edges = [e for e in mem.edges(user) if e.kind == "update"]
             links[user] = len(edges)
+            missed: list[str] = []
             if d["kind"] == "negative":
                 n_neg += 1
-                if edges:
-                    failures[user] = [f"false update: {entries[e.src].text!r} -> {entries[e.dst].text!r}"
-                                      for e in edges if e.src in entries and e.dst in entries]
-                else:
-                    clean += 1
+                false_links += len(edges)
+                missed += [f"false update: {entries[e.src].text!r} -> {entries[e.dst].text!r}"
+                           for e in edges if e.src in entries and e.dst in entries]
+                clean += not edges
+                if d.get("question"):
+                    n_neg_questions += 1
+                    answer = mem.answer(d["question"], user_id=user)
+                    if _norm(d["latest"]) in _norm(answer.text):
+                        neg_answered += 1
+                    else:
+                        missed.append(f"answer: {answer.text!r}")
+                if missed:
+                    failures[user] = missed
                 continue
             n_up += 1
             old = {f"{user}#{i}" for i in d["old"]}
             new = {f"{user}#{i}" for i in d["new"]}
-            missed: list[str] = []
-            if any(set(entries[e.src].source_turn_ids) & old and set(entries[e.dst].source_turn_ids) & new
-                   for e in edges if e.src in entries and e.dst in entries):
+            right = [e for e in edges if e.src in entries and e.dst in entries
+                     and set(entries[e.src].source_turn_ids) & old and set(entries[e.dst].source_turn_ids) & new]
+            for e in edges:
+                if e not in right and e.src in entries and e.dst in entries \
+                        and not _between(entries[e.src].source_turn_ids, entries[e.dst].source_turn_ids, user, d):
+                    false_links += 1
+                    missed.append(f"false update: {entries[e.src].text!r} -> {entries[e.dst].text!r}")
+            if right:
                 linked += 1
             else:
                 missed.append("not linked")
@@ -103,12 +135,22 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
                 latest += 1
             else:
                 missed.append(f"answer: {answer.text!r}")
+            if d.get("question_original"):
+                n_original += 1
+                answer = mem.answer(d["question_original"], user_id=user)
+                if _norm(d["original"]) in _norm(answer.text) and _norm(d["latest"]) not in _norm(answer.text):
+                    original += 1
+                else:
+                    missed.append(f"original: {answer.text!r}")
             if missed:
                 failures[user] = missed
     return {
         "linked": 100.0 * linked / max(n_up, 1),
         "negatives_clean": 100.0 * clean / max(n_neg, 1),
         "latest_answered": 100.0 * latest / max(n_up, 1),
+        "false_links": false_links,
+        "original_answered": 100.0 * original / n_original if n_original else None,
+        "negatives_answered": 100.0 * neg_answered / n_neg_questions if n_neg_questions else None,
         "n_updates": n_up,
         "n_negatives": n_neg,
         "links": links,

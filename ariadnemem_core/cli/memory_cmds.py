@@ -32,10 +32,11 @@ from ._common import (
     out,
 )
 from .inputs import InputFileError, read_batches
-from .render import counters_table, entries_table, evidence_footer, evidence_table
+from .render import print_counters, print_entries, print_evidence, say
 
 if TYPE_CHECKING:
     from ..evidence import EvidenceGraph
+    from ..memory import AriadneMemory
 
 
 class FileFormat(StrEnum):
@@ -123,11 +124,11 @@ def add(
         emit_json(summary)
         return
     for uid, row in users.items():
-        out.print(counters_table(f"user {uid}", {
+        print_counters(out, f"user {uid}", {
             "turns added": row["turns_seen"], "gate kept / dropped": f"{row['gate_kept']} / {row['gate_dropped']}",
             "MERGE / LINK / ADD": f"{row['merge']} / {row['link']} / {row['add']}",
-            "entries now": row["entries"], "pending turns": row["pending_turns"]}))
-    out.print(Text(f"{total} turns in {seconds:.1f} s ({summary['turns_per_s'] or 0:.0f} turns/s) -> {mem.location}",
+            "entries now": row["entries"], "pending turns": row["pending_turns"]})
+    say(out, Text(f"{total} turns in {seconds:.1f} s ({summary['turns_per_s'] or 0:.0f} turns/s) -> {mem.location}",
                    style="dim"))
 
 
@@ -138,12 +139,15 @@ def retrieve(
     agent: AgentOpt = None,
     session: SessionOpt = None,
     picture: Annotated[Path | None, typer.Option("--picture", "-p", help=PICTURE_HELP)] = None,
-    text: Annotated[bool, typer.Option("--text", help="Print only the serialized context an LLM would get.")] = False,
+    text: Annotated[bool, typer.Option(
+        "--text", help="Print only the context an LLM would get: exactly EvidenceGraph.to_text(), never wrapped.")]
+    = False,
     chroma_host: HostOpt = None,
     chroma_port: PortOpt = 8000,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the question's evidence graph (no LLM call) and print it."""
+    _check_question(query)
     _check_picture(picture)
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         graph = mem.retrieve(query, user_id=user, agent_id=agent, session_id=session)
@@ -151,7 +155,7 @@ def retrieve(
     if as_json:
         emit_json(graph.to_dict() | {"tokens": graph.token_count(), "picture": drawn})
     elif text:
-        out.print(Text(graph.to_text()))
+        _write_exactly(graph.to_text())
     else:
         _print_graph(graph, user)
     if drawn and not as_json:
@@ -179,6 +183,7 @@ def ask(
     Ollama, llama.cpp). Without one, prints a clearly labelled extractive answer (the
     best fact) and says so on stderr.
     """
+    _check_question(question)  # before the no-LLM warning: an empty question is the error to see
     _check_picture(picture)
     llm = None
     if base_url or model:
@@ -199,19 +204,37 @@ def ask(
     if evidence:
         _print_graph(answer.graph, user)
     # An extractive answer carries its own label in its text ("[extractive, no LLM configured] ...").
-    out.print(Text("answer: ", style="bold green").append(Text(answer.text, style="")))
+    say(out, Text("answer: ", style="bold green").append(Text(answer.text, style="")))
     if answer.fact_ids:
-        out.print(Text(f"cites: {', '.join(answer.fact_ids)}", style="dim"))
+        say(out, Text(f"cites: {', '.join(answer.fact_ids)}", style="dim"))
     if drawn:
         err.print(f"picture: {drawn}")
 
 
 def _print_graph(graph: EvidenceGraph, user: str) -> None:
     if not graph.facts:
-        out.print(Text(f"no memories of user {user!r} match (is --user right?)", style="yellow"))
+        say(out, Text(f"no memories of user {user!r} match (is --user right? "
+                       "`ariadnemem stats` lists the users)", style="yellow"))
         return
-    out.print(evidence_table(graph))
-    out.print(evidence_footer(graph))
+    # One command, one process: its retrieve is always the first, so its time includes
+    # loading the embedding model and the libraries, and the line says so.
+    print_evidence(out, graph, cold=True)
+
+
+def _check_question(question: str) -> None:
+    """The library's own check of a question (empty, whitespace only), before any work."""
+    from ..memory import _check_query
+
+    _check_query(question)
+
+
+def _write_exactly(text: str) -> None:
+    """``text`` as it is on stdout (no wrapping, no markup); a final newline only on a
+    terminal, so that a redirected output is byte for byte the text."""
+    import sys
+
+    sys.stdout.write(text + ("\n" if out.is_terminal and not text.endswith("\n") else ""))
+    sys.stdout.flush()
 
 
 def _check_picture(picture: Path | None) -> None:
@@ -252,10 +275,11 @@ def entries(
         emit_json([e.to_dict(with_embedding=False) for e in shown])
         return
     if not rows:
-        out.print(Text(f"user {user!r} has no entries", style="yellow"))
+        say(out, Text(f"user {user!r} has no entries (is --user right? `ariadnemem stats` lists the users)",
+                       style="yellow"))
         return
     title = f"{len(rows)} entries of user {user}" + (f" (newest {len(shown)})" if len(shown) < len(rows) else "")
-    out.print(entries_table(shown, title))
+    print_entries(out, shown, title, among=rows)
 
 
 def history(
@@ -268,12 +292,32 @@ def history(
 ) -> None:
     """Show the update chain through an entry (LINK edges), oldest state first."""
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
-        chain = mem.history(entry_id, user_id=user)  # NotFoundError (exit 1) for another user's entry
+        entry_id = _resolve_id(mem, entry_id, user)  # another user's entry is not found (exit 1)
+        chain = mem.history(entry_id, user_id=user)
     if as_json:
         emit_json([e.to_dict(with_embedding=False) for e in chain])
         return
     note = "no updates" if len(chain) == 1 else f"{len(chain)} states, oldest first"
-    out.print(entries_table(chain, f"history of {entry_id} ({note})"))
+    print_entries(out, chain, f"history of {entry_id} ({note})")
+
+
+def _resolve_id(mem: AriadneMemory, entry_id: str, user: str) -> str:
+    """The entry ``entry_id`` names for ``user``: the id itself, or the one entry of that
+    user whose id starts with it (the tables show ids shortened that way). Not found:
+    an error that names ``--user``, since an id only exists for the user who owns it."""
+    from ..errors import NotFoundError
+
+    try:
+        return mem.get(entry_id, user_id=user).id
+    except NotFoundError:
+        pass
+    matches = [e.id for e in mem.entries(user) if e.id.startswith(entry_id)] if entry_id else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise fail(f"{entry_id!r} is the start of {len(matches)} entry ids of user {user!r}; give more of it")
+    raise fail(f"no entry {entry_id!r} for user {user!r} (an entry belongs to one user: pass its --user; "
+               f"`ariadnemem entries --user USER` lists a user's ids)")
 
 
 def stats(
@@ -291,12 +335,12 @@ def stats(
     if as_json:
         emit_json(info | {"user": user, "counters": counters, "users": users if user is None else None})
         return
-    out.print(counters_table(f"{'user ' + user if user else 'whole store'} ({info['store']})", counters))
+    print_counters(out, f"{'user ' + user if user else 'whole store'} ({info['store']})", counters)
     if user is None:
         if users:
-            out.print(counters_table(f"{len(users)} users (entries)", users))
+            print_counters(out, f"{len(users)} {'user' if len(users) == 1 else 'users'} (entries)", users)
         else:
-            out.print(Text("no users: the memory is empty", style="yellow"))
+            say(out, Text("no users: the memory is empty", style="yellow"))
 
 
 def doctor(
@@ -318,13 +362,13 @@ def doctor(
     if as_json:
         emit_json(report)
     else:
-        out.print(counters_table("doctor", {
+        print_counters(out, "doctor", {
             "entries checked": report["entries"], "unreadable entries": len(report["bad_entries"]),
             "invalid pending turns": len(report["bad_pending"]), "users with index drift": len(report["drifted_users"]),
             "quarantined now": report["quarantined_now"], "vectors re-pushed": report["reindexed"],
-            "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])}))
+            "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])})
         for q in report["quarantined"]:
-            out.print(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}")
+            say(out, Text(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}"))
     if check_only and problems:
         raise typer.Exit(1)
 
@@ -345,7 +389,7 @@ def export(
         raise typer.BadParameter(f"{file} is a directory", param_hint="FILE")
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         n = mem.export(file.expanduser(), user_id=user)
-    emit_json({"file": str(file), "lines": n}) if as_json else out.print(f"wrote {n} lines to {file}")
+    emit_json({"file": str(file), "lines": n}) if as_json else say(out, Text(f"wrote {n} lines to {file}"))
 
 
 def import_(
@@ -371,7 +415,7 @@ def import_(
             raise fail(f"{file}: not an ariadnemem export (it is empty)")
     with open_memory(store, chroma_host, chroma_port) as mem:
         n = mem.import_(file)
-    emit_json({"file": str(file), "entries": n}) if as_json else out.print(f"imported {n} entries from {file}")
+    emit_json({"file": str(file), "entries": n}) if as_json else say(out, Text(f"imported {n} entries from {file}"))
 
 
 def forget(
@@ -396,7 +440,7 @@ def forget(
                            "(stdin is not a terminal)", code=2)
             typer.confirm(f"Forget {scope}: {n_entries} entries?", abort=True)
         removed = mem.forget(user, agent_id=agent, session_id=session)
-    emit_json({"user": user, "removed": removed}) if as_json else out.print(f"forgot {removed} entries of {scope}")
+    emit_json({"user": user, "removed": removed}) if as_json else say(out, Text(f"forgot {removed} entries of {scope}"))
 
 
 def delete(
@@ -409,5 +453,6 @@ def delete(
 ) -> None:
     """Delete one entry (update chains through it are repaired)."""
     with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        entry_id = _resolve_id(mem, entry_id, user)
         mem.delete(entry_id, user_id=user)
-    emit_json({"deleted": entry_id}) if as_json else out.print(f"deleted {entry_id}")
+    emit_json({"deleted": entry_id}) if as_json else say(out, Text(f"deleted {entry_id}"))

@@ -139,7 +139,8 @@ _INVERTED_AUX_RE = re.compile(r"\b(" + "|".join(re.escape(a) for a in _AGREE) + 
 #: "you" is a subject (its verb agrees) at the start of a clause: after these words or
 #: punctuation; elsewhere it is an object ("I'll give you hope" keeps "hope").
 _CLAUSE_OPENERS = frozenset(
-    "and but or so if when whenever because since as while though although unless until once where what "
+    "and but or so if when whenever because since as while though although unless until till once before "
+    "after lest whereas wherever than case where what "
     "how why who which whether then that hope think thought guess bet believe know knew feel felt wish "
     "mean say said sure glad like maybe perhaps now also really just always never still even".split()
 )

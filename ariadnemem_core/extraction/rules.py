@@ -70,6 +70,14 @@ MAX_EMBED_CHARS = 1000
 BLOCK_KINDS = frozenset({"list", "table", "code", "chunk"})
 
 
+def is_note(turn: Turn) -> bool:
+    """Whether a turn is a note written about the conversation (``metadata["note"] is True``,
+    as the LangGraph store's ``put`` writes them), not something its speaker said: its
+    entries are not prefixed with the speaker ("The user: Maya is vegetarian" would read as
+    a transcript line) and are shown as restated, never as the speaker's own words."""
+    return turn.metadata.get("note") is True
+
+
 def is_block(entry: Entry) -> bool:
     """Whether an entry is a list, table, code block or assistant chunk (not a sentence)."""
     return entry.metadata.get("segment") in BLOCK_KINDS
@@ -217,7 +225,9 @@ class RuleExtractor:
         """(restated text, whether "you" was resolved to ``other``)."""
         grounded, used_other = g.ground_pronouns_ex(text, turn.speaker, other,
                                                     assistant_speakers=self.assistant_speakers)
-        grounded = g.name_speaker(g.ground_time(grounded, turn.timestamp), turn.speaker, self.assistant_speakers)
+        grounded = g.ground_time(grounded, turn.timestamp)
+        if not is_note(turn):
+            grounded = g.name_speaker(grounded, turn.speaker, self.assistant_speakers)
         caption = self._caption(turn) if whole_turn else None
         if caption:
             grounded = f"{grounded} [shared image: {caption}]"
@@ -253,7 +263,7 @@ class RuleExtractor:
         said = g.ground_time(text, turn.timestamp) if text else ""
         if said and caption:
             said = f"{said} [shared image: {caption}]"
-        if said and restated not in (said, f"{turn.speaker}: {said}"):
+        if said and restated not in (said, f"{turn.speaker}: {said}") and not is_note(turn):
             metadata["said"] = said
         return Entry(
             id=new_id("e-"),

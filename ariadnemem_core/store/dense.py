@@ -15,6 +15,7 @@ share one server without ever reading each other's vectors.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ import numpy as np
 from ..errors import StoreError
 from ..models import Entry, Scope, to_epoch
 from .locking import Guarded
-from .records import ENTRY_COLUMNS, readable
+from .records import ENTRY_COLUMNS, _scope_sql, readable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
 
 #: Port ``chroma run`` listens on by default.
 DEFAULT_CHROMA_PORT = 8000
+#: A user with at most this many entries is searched exactly, over the vectors the records
+#: hold, instead of through chromadb's approximate (HNSW) index: one matrix product of
+#: this size takes well under a millisecond, the result no longer depends on how the
+#: index happened to be built, and a process that only reads never imports chromadb
+#: (about 40% of a short-lived process's first retrieve). Larger users and server mode
+#: go through chromadb.
+EXACT_SEARCH_MAX = 5000
+#: Scopes whose vectors an exact search keeps in memory (least recently used first out;
+#: at most about 7.7 MB each), valid until the store's next write.
+VECTOR_CACHE_SCOPES = 8
 
 
 def collection_name(user_id: str, prefix: str = "") -> str:
@@ -53,6 +64,7 @@ class DenseIndex(Guarded):
     _chroma_prefix: str
     _collections: dict[str, Collection]
     _dense_behind: bool
+    dim: int
 
     if TYPE_CHECKING:  # provided by Records (the two are mixed into Store)
         def bad_entries(self, *, only_unindexed: bool = False,
@@ -283,6 +295,8 @@ class DenseIndex(Guarded):
         if len(vectors) == 0:
             return []
         n = int(self._read("SELECT COUNT(*) FROM entries WHERE user_id = ?", (scope.user_id,))[0][0])
+        if 0 < n <= EXACT_SEARCH_MAX and not self.remote:
+            return self._exact_search(scope, vectors, k)
         self._catch_up()  # before the connection lock: it may take the writer locks
         with self._lock:
             if n == 0:  # no collection is created for a user who has nothing
@@ -297,6 +311,50 @@ class DenseIndex(Guarded):
             for ids, dists in zip(res["ids"], res["distances"] or [], strict=True)
         ]
 
+    def _exact_search(self, scope: Scope, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """:meth:`dense_search` by cosine over every vector of the scope (see :data:`EXACT_SEARCH_MAX`)."""
+        ids, mat = self._scope_vectors(scope)
+        if not ids:
+            return [[] for _ in range(len(vectors))]
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        sims = (vectors / np.where(norms > 0, norms, 1.0)) @ mat.T
+        k = min(k, len(ids))
+        found = []
+        for row in sims:
+            top = np.argpartition(-row, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            top = top[np.lexsort((top, -row[top]))]  # best first; ties in storage order
+            found.append([(ids[i], float(row[i])) for i in top])
+        return found
+
+    def _scope_vectors(self, scope: Scope) -> tuple[list[str], np.ndarray]:
+        """:meth:`_unit_vectors`, read once per store generation (see :data:`VECTOR_CACHE_SCOPES`)."""
+        key = (scope.user_id, scope.agent_id, scope.session_id)
+        with self._lock:
+            gen = self._generation()
+            cache: OrderedDict[tuple[str | None, ...], tuple[int, list[str], np.ndarray]] = \
+                self.__dict__.setdefault("_vector_cache", OrderedDict())
+            hit = cache.get(key)
+            if hit is None or hit[0] != gen:
+                hit = (gen, *self._unit_vectors(scope))
+                cache[key] = hit
+            cache.move_to_end(key)
+            while len(cache) > VECTOR_CACHE_SCOPES:
+                cache.popitem(last=False)
+            return hit[1], hit[2]
+
+    def _unit_vectors(self, scope: Scope) -> tuple[list[str], np.ndarray]:
+        """The scope's entry ids and unit-length vectors, in storage order. A row whose
+        vector is unusable is left out (the next reconcile quarantines it)."""
+        sql, params = _scope_sql("SELECT id, embedding FROM entries WHERE user_id = ? AND length(embedding) = ?",
+                                 [scope.user_id, 4 * self.dim], scope)
+        rows = self._read(sql + " ORDER BY seq", params)
+        if not rows:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+        norms = np.linalg.norm(mat, axis=1)
+        keep = np.isfinite(norms) & (norms > 0)
+        ids = [r[0] for r, ok in zip(rows, keep, strict=True) if ok]
+        return ids, np.ascontiguousarray(mat[keep] / norms[keep, None])
 
     @property
     def collection_prefix(self) -> str:

@@ -77,3 +77,44 @@ def query_terms(text: str, max_terms: int = 32) -> list[str]:
         if len(words) >= max_terms:
             break
     return [t for w in words for t in tokens(w)]
+
+
+class BM25Index:
+    """Okapi BM25 over a small set of documents in memory, ranked as FTS5's ``bm25()``
+    ranks one column (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), at least
+    1e-6): for a backend that derives an index on read (the message view on Postgres).
+
+    Args:
+        bodies: the documents' texts, tokenized with :func:`tokens`.
+    """
+
+    K1, B = 1.2, 0.75
+
+    def __init__(self, bodies: list[str]) -> None:
+        self._postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self._lengths: list[int] = []
+        for i, body in enumerate(bodies):
+            toks = tokens(body)
+            self._lengths.append(len(toks))
+            counts: dict[str, int] = defaultdict(int)
+            for tok in toks:
+                counts[tok] += 1
+            for tok, tf in counts.items():
+                self._postings[tok].append((i, tf))
+        self._avg = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
+
+    def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        """Top-``k`` (document index, positive score) for the query's terms (OR-ed)."""
+        import math
+
+        n_docs = len(self._lengths)
+        scores: dict[int, float] = defaultdict(float)
+        for term in query_terms(query):
+            postings = self._postings.get(term, [])
+            if not postings:
+                continue
+            idf = max(math.log((n_docs - len(postings) + 0.5) / (len(postings) + 0.5)), 1e-6)
+            for doc, tf in postings:
+                norm = self.K1 * (1 - self.B + self.B * self._lengths[doc] / (self._avg or 1.0))
+                scores[doc] += idf * tf * (self.K1 + 1) / (tf + norm)
+        return sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]

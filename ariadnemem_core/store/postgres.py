@@ -55,6 +55,7 @@ from .records import (
     _fts_body,
     _turn_from_json,
     entry_row_problem,
+    message_rows,
     readable,
 )
 
@@ -727,6 +728,35 @@ class PostgresStore:
         rows = self._read(_LEXICAL_SQL.format(scope=scope_sql), params)
         return [(str(r[0]), float(r[1])) for r in rows]
 
+    # ------------------------------------------------------------------ the message view
+    # Derived on read from the scope's entries (the same rows SQLite writes with each
+    # window, ``records.message_rows``), cached for the user's generation: nothing to keep
+    # in step on delete, forget or import.
+    def _message_view(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray, lexical.BM25Index]:
+        def build() -> tuple[list[str], list[list[str]], np.ndarray, lexical.BM25Index]:
+            rows = message_rows(self.entries(scope))
+            mat = (np.stack([r.vector for r in rows]).astype(np.float32) if rows
+                   else np.zeros((0, self.dim), dtype=np.float32))
+            index = lexical.BM25Index([r.body for r in rows])
+            return [r.turn_id for r in rows], [r.entry_ids for r in rows], mat, index
+
+        return self._cached(("messages", scope.user_id, scope.agent_id, scope.session_id), build)  # type: ignore[no-any-return]
+
+    def message_index(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray]:
+        """The scope's message view: (turn ids, each message's entry ids, mean vectors)."""
+        turn_ids, entry_ids, mat, _ = self._message_view(scope)
+        return turn_ids, entry_ids, mat
+
+    def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
+        turn_ids, _, _, index = self._message_view(scope)
+        return [(turn_ids[i], score) for i, score in index.search(query, k)]
+
+    def rebuild_messages(self, user_id: str | None = None) -> int:
+        """The message view is derived on read here: nothing to rebuild; returns its size."""
+        users = [user_id] if user_id is not None else list(self.users())
+        return sum(len(self.message_index(Scope(u))[0]) for u in users)
+
     def edges(self, user_id: str, ids: Iterable[str] | None = None) -> list[UpdateEdge]:
         if ids is not None and self._snapshot(user_id) is not None:
             every: tuple[UpdateEdge, ...] = self._cached(("edges", user_id), lambda: tuple(self.edges(user_id)))
@@ -903,6 +933,8 @@ class PostgresStore:
                 moved += len(bad_pending)
         report["quarantined_now"] = moved
         report["quarantined"] = self.quarantined()
+        if repair:
+            report["messages"] = self.rebuild_messages()
         return report
 
     # ------------------------------------------------------------------ export / import

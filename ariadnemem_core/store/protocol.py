@@ -99,6 +99,12 @@ class Store(Protocol):
                           limit: int | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi."""
 
+    def message_index(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray]:
+        """The scope's message view: (turn ids, each message's entry ids, their mean vectors)."""
+
+    def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
+
     def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         """The next ``n`` entries stored after ``entry`` in its scope."""
 

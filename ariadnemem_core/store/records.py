@@ -118,6 +118,23 @@ CREATE TABLE IF NOT EXISTS stats (
 );
 CREATE TABLE IF NOT EXISTS tombstones (entry_id TEXT PRIMARY KEY, user_id TEXT NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope, body, tokenize = 'porter unicode61');
+-- The message view: one row per stored message (turn), derived from the entries that
+-- stand for it (their mean vector, their words), so a question can be matched against
+-- whole messages as a flat search over the log would (``search_messages``). Derived data:
+-- written with the window, dropped with its entries, rebuilt from the entries
+-- (``rebuild_messages``) after an import or by doctor().
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    agent_id TEXT,
+    session_id TEXT,
+    turn_id TEXT NOT NULL,
+    entry_ids TEXT NOT NULL,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_user ON messages(user_id, seq);
+CREATE INDEX IF NOT EXISTS messages_turn ON messages(user_id, turn_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(scope, body, tokenize = 'porter unicode61');
 -- Rows that cannot be used (a pending turn that is not a valid turn, an entry whose
 -- embedding or fields are broken) are moved here with the reason instead of failing every
 -- later operation: kept (nothing is lost), reported by stats()/doctor(), never read back.
@@ -434,6 +451,8 @@ class Records(Guarded):
             "VALUES (?, ?, ?, ?, ?, ?)",
             [(scope.user_id, *a) for a in commit.attributes],
         )
+        window_turns = {t.turn_id for t in commit.processed_turns if t.turn_id}
+        insert_messages(db, [m for m in message_rows([*commit.added, *commit.merged]) if m.turn_id in window_turns])
         if commit.processed_turns:
             last = commit.processed_turns[-self.RECENT_TURNS :]
             db.execute(
@@ -585,6 +604,58 @@ class Records(Guarded):
         )
         return [(r[0], float(r[1])) for r in rows]
 
+    def message_index(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray]:
+        """The scope's message view for dense search: (turn ids, the entry ids of each
+        message, their vectors as a matrix), cached for the store generation.
+
+        A scan, not an index: one user's messages (a year of chat is ~20,000; 30 MB of
+        vectors) are scored with one matrix product in a few milliseconds.
+        """
+        def load() -> tuple[list[str], list[list[str]], np.ndarray]:
+            sql, params = _scope_sql("SELECT turn_id, entry_ids, embedding FROM messages WHERE user_id = ?",
+                                     [scope.user_id], scope)
+            rows = self._read(sql + " ORDER BY seq", params)
+            if not rows:
+                return [], [], np.zeros((0, self.dim), dtype=np.float32)
+            mat = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+            return [r[0] for r in rows], [json.loads(r[1]) for r in rows], mat
+
+        return self._cached(("messages", scope.user_id, scope.agent_id, scope.session_id), load)  # type: ignore[no-any-return]
+
+    def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
+        expr = fts_query(query)
+        if expr is None:
+            return []
+        scope_expr = " AND ".join(f'scope : "{tok}"' for tok in _scope_filter_tokens(scope))
+        rows = self._read(
+            "SELECT m.turn_id, f.score FROM (SELECT rowid, -bm25(messages_fts, 0.0, 1.0) AS score FROM messages_fts "
+            "WHERE messages_fts MATCH ? ORDER BY bm25(messages_fts, 0.0, 1.0) LIMIT ?) f "
+            "JOIN messages m ON m.seq = f.rowid ORDER BY f.score DESC",
+            (f"{scope_expr} AND ({expr})", k),
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    def rebuild_messages(self, user_id: str | None = None) -> int:
+        """Derive the message view again from the entries (all users, or one); returns
+        how many messages it holds now. For stores written before the view existed, and
+        after an import."""
+        with self._tx() as db:
+            if user_id is None:
+                db.execute("DELETE FROM messages")
+                db.execute("DELETE FROM messages_fts")
+                users = [r[0] for r in db.execute("SELECT DISTINCT user_id FROM entries")]
+            else:
+                delete_messages(db, user_id)
+                users = [user_id]
+            count = 0
+            for user in users:
+                rows = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? ORDER BY seq", (user,))
+                messages = message_rows(readable(rows.fetchall()))
+                insert_messages(db, messages)
+                count += len(messages)
+            return count
+
     def edges(self, user_id: str, ids: Iterable[str] | None = None) -> list[UpdateEdge]:
         if ids is None:
             rows = self._read(
@@ -695,6 +766,7 @@ class Records(Guarded):
             db.execute(sql, params)
             sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
             db.execute(sql, params)
+            delete_messages(db, scope.user_id, scope=scope)
             if scope.agent_id is None and scope.session_id is None:
                 for table in ("stats", "edges", "mentions", "attributes"):
                     db.execute(f"DELETE FROM {table} WHERE user_id = ?", (scope.user_id,))
@@ -704,7 +776,7 @@ class Records(Guarded):
         users = [r[0] for r in self._read("SELECT DISTINCT user_id FROM entries")]
         with self._tx() as db:
             for table in ("entries", "edges", "pending_turns", "recent_turns", "mentions", "attributes",
-                          "stats", "tombstones", "entries_fts"):
+                          "stats", "tombstones", "entries_fts", "messages", "messages_fts"):
                 db.execute(f"DELETE FROM {table}")
         return users
 
@@ -766,6 +838,8 @@ class Records(Guarded):
                     self._bump(db, user_id, {key: value})
                 else:
                     db.execute(_IMPORT_SQL[kind], item)
+            # The message view is derived from the entries: made here, as the commit makes it.
+            insert_messages(db, message_rows(entries))
         return entries
 
     def _insert_entry(self, db: sqlite3.Connection, entry: Entry) -> None:
@@ -787,6 +861,79 @@ class Records(Guarded):
             db.execute("DELETE FROM mentions WHERE entry_id = ?", (e.id,))
             db.execute("DELETE FROM attributes WHERE entry_id = ?", (e.id,))
             db.execute("INSERT OR REPLACE INTO tombstones(entry_id, user_id) VALUES (?, ?)", (e.id, e.user_id))
+            # The message view of its turns goes with it: it holds the message's words.
+            for turn_id in e.source_turn_ids:
+                delete_messages(db, e.user_id, turn_id)
+
+
+# ---------------------------------------------------------------------- the message view
+@dataclass(slots=True)
+class MessageRow:
+    """One message as the message view holds it (see ``messages`` in the schema)."""
+
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    turn_id: str
+    entry_ids: list[str]
+    body: str
+    vector: np.ndarray
+
+
+def message_rows(entries: Iterable[Entry]) -> list[MessageRow]:
+    """The message view of ``entries``: per (scope, turn), the entries that stand for the
+    turn, their words (own words where kept, else the restatement) and the normalised
+    mean of their vectors. The same rows whether derived at commit or rebuilt later."""
+    groups: dict[tuple[str, str | None, str | None, str], list[Entry]] = {}
+    for e in entries:
+        for turn_id in e.source_turn_ids:
+            groups.setdefault((e.user_id, e.agent_id, e.session_id, turn_id), []).append(e)
+    rows: list[MessageRow] = []
+    for (user_id, agent_id, session_id, turn_id), group in groups.items():
+        vecs = [e.embedding for e in group if e.embedding is not None]
+        if not vecs:
+            continue
+        mean = np.mean(np.stack(vecs), axis=0).astype(np.float32)
+        norm = float(np.linalg.norm(mean))
+        said = [e.metadata.get("said") for e in group]
+        body = " ".join(s if isinstance(s, str) and s else e.text for s, e in zip(said, group, strict=True))
+        rows.append(MessageRow(user_id, agent_id, session_id, turn_id, [e.id for e in group], body,
+                               mean / norm if norm > 0 else mean))
+    return rows
+
+
+def insert_messages(db: sqlite3.Connection, rows: Sequence[MessageRow]) -> None:
+    for m in rows:
+        cur = db.execute(
+            "INSERT INTO messages(user_id, agent_id, session_id, turn_id, entry_ids, embedding) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (m.user_id, m.agent_id, m.session_id, m.turn_id, json.dumps(m.entry_ids),
+             np.asarray(m.vector, dtype=np.float32).tobytes()),
+        )
+        toks = [scope_token("u", m.user_id)]
+        if m.agent_id is not None:
+            toks.append(scope_token("a", m.agent_id))
+        if m.session_id is not None:
+            toks.append(scope_token("s", m.session_id))
+        db.execute("INSERT INTO messages_fts(rowid, scope, body) VALUES (?, ?, ?)",
+                   (cur.lastrowid, " ".join(toks), m.body))
+
+
+def delete_messages(db: sqlite3.Connection, user_id: str, turn_id: str | None = None,
+                     scope: Scope | None = None) -> None:
+    """Drop message rows of a user (one turn of theirs, or those of a scope)."""
+    sql, params = "SELECT seq FROM messages WHERE user_id = ?", [user_id]
+    if turn_id is not None:
+        sql += " AND turn_id = ?"
+        params.append(turn_id)
+    if scope is not None:
+        sql, params = _scope_sql(sql, params, scope)
+    seqs = [r[0] for r in db.execute(sql, params)]
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        db.execute(f"DELETE FROM messages WHERE seq IN ({marks})", chunk)
+        db.execute(f"DELETE FROM messages_fts WHERE rowid IN ({marks})", chunk)
 
 
 # ---------------------------------------------------------------------- module helpers

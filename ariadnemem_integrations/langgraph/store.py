@@ -80,6 +80,8 @@ class AriadneMemStore(BaseStore):
         prefix: Leading namespace labels that are not part of the scope (LangMem:
             ``("memories",)``). Every namespace must start with them.
         speaker: Speaker of the turns written by ``put`` (a value's ``speaker`` field wins).
+            A value without one is a note the agent keeps: its facts are stored as written,
+            not prefixed "The user: ..."; first-person words in it stand for this speaker.
         flush: Extract each put at once, so the next search sees it.
     """
 
@@ -172,8 +174,13 @@ class AriadneMemStore(BaseStore):
         if op.value is not None:
             # Validate (and build) the turn before deleting anything it replaces.
             value = dict(op.value)
+            meta: dict[str, Any] = {"langgraph_key": op.key, "langgraph_value": value}
+            if not value.get("speaker"):
+                # A put is a note the agent keeps ("Maya is vegetarian"), not a line the user
+                # said: stored as written, not as "The user: Maya is vegetarian".
+                meta["note"] = True
             turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
-                        TURN_PREFIX + op.key, {"langgraph_key": op.key, "langgraph_value": value})
+                        TURN_PREFIX + op.key, meta)
         for e in old:
             self.memory.delete(e.id, user_id=scope.user_id)
         if op.value is None:

@@ -30,9 +30,9 @@ from itertools import combinations
 import networkx as nx
 import numpy as np
 
-from .config import Config
-from .models import Entry, Scope
-from .store import Store
+from ..config import Config
+from ..models import Entry, Scope
+from ..store import Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import networkx as nx
 
-from .models import Entry
+from ..models import Entry
 
 #: Out-neighbours followed per node (best-scored first) and paths enumerated at most:
 #: keeps the DFS bounded on dense same-session clusters.

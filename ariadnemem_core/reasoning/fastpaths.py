@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import Scope
-from .store import Store
-from .text import stem
+from ..models import Scope
+from ..store import Store
+from ..text import stem
 
 _COUNT_Q = re.compile(r"\bhow (?:many times|often)\b", re.I)
 _POSSESSIVE = re.compile(r"\b([A-Z][a-zA-Z-]+)(?:'s|’s)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)")

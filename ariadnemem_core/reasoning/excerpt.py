@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from .tokens import count_tokens
+from ..tokens import count_tokens
 
 ELLIPSIS = " … "
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)")

@@ -1,0 +1,131 @@
+"""Fusion: the channels' hits become one ranked list of scored candidates.
+
+Every candidate is scored by how well it matches, its cosine to the question (blended
+with its cosine to the question without the persons it names, ``nameless_query_weight``)
+plus a normalised BM25 bonus (``lexical_weight``), or, when higher, how well the whole
+message it stands for matched (the message channel), then by the weights that rank matches
+against each other, each a small function of its own (:data:`WEIGHTS`):
+
+* ``entity``: a memory that lacks every entity the question names (a question about
+  Caroline should not be answered from a fact that never mentions her),
+* ``question``: a memory that only asks a question,
+* ``assistant``: a memory the assistant said (``assistant_weight``),
+* ``period``: a memory said within the period the question names ranks higher.
+
+A reranker is one more function in :data:`WEIGHTS` and one ``Config`` entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from ..config import Config
+from ..models import Entry
+from .channels import Hit
+from .pool import Candidate
+from .query import Question
+
+#: The channels whose hits are cosines (their candidates join in this order, then lexical's).
+COSINE_CHANNELS = ("dense", "period")
+
+Weight = Callable[[Candidate, Question, Config], float]
+
+
+def mentions_any(entry: Entry, entities: list[str]) -> bool:
+    """Whether a memory names any of ``entities`` (lowercase) in its text, persons,
+    entities or speaker."""
+    hay = " ".join([entry.text, *entry.persons, *entry.entities, entry.speaker or ""]).lower()
+    return any(e in hay for e in entities)
+
+
+def _entity(c: Candidate, q: Question, cfg: Config) -> float:
+    return cfg.entity_miss_penalty if q.entities and not mentions_any(c.entry, q.entities) else 1.0
+
+
+def _asks(c: Candidate, q: Question, cfg: Config) -> float:
+    return cfg.question_penalty if c.entry.text.rstrip().rstrip('"').endswith("?") else 1.0
+
+
+def _assistant(c: Candidate, q: Question, cfg: Config) -> float:
+    return cfg.assistant_weight if cfg.is_assistant(c.entry.speaker) else 1.0
+
+
+def _period(c: Candidate, q: Question, cfg: Config) -> float:
+    ts = c.entry.timestamp
+    if q.period is not None and ts is not None and q.period[0] <= ts.timestamp() < q.period[1]:
+        return 1.0 + cfg.period_bonus
+    return 1.0
+
+
+#: The weights, applied in this order to every candidate's match score.
+WEIGHTS: dict[str, Weight] = {"entity": _entity, "question": _asks, "assistant": _assistant, "period": _period}
+
+
+def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Question,
+         config: Config) -> list[Candidate]:
+    """The union of the channels' hits, scored and sorted best first (ties keep the order
+    in which the hits came: dense, period, then lexical).
+
+    Args:
+        entries: the hit memories by id (a hit whose memory is gone is skipped).
+        drawn: each channel's hits (``channels.draw``).
+        q: the question.
+        config: ``lexical_weight``, the weights' knobs.
+
+    Returns:
+        The candidates, best first.
+    """
+    cosine = [h for name in COSINE_CHANNELS for h in drawn.get(name, ())]
+    source = {h.entry_id: name for name in reversed(COSINE_CHANNELS) for h in drawn.get(name, ())}
+    if q.nameless_vector is not None:
+        cosine = _blend(entries, cosine, q, config.nameless_query_weight)
+    cands: dict[str, Candidate] = {}
+    for eid, sim, _ in cosine:
+        if eid in entries:
+            cands[eid] = Candidate(entries[eid], sim, dense=sim, channels={source[eid]})
+    lexical = drawn.get("lexical", [])
+    top_lex = max((h.score for h in lexical), default=0.0) or 1.0
+    for eid, bm25, _ in lexical:
+        if eid not in entries:
+            continue
+        cand = cands.get(eid)
+        if cand is None:
+            sim = _cosine(entries[eid].embedding, q, config.nameless_query_weight)
+            cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
+        cand.lexical = bm25 / top_lex
+        cand.channels.add("lexical")
+    for hit in drawn.get("messages", ()):
+        if hit.entry_id not in entries:
+            continue
+        cand = cands.get(hit.entry_id)
+        if cand is None:
+            sim = _cosine(entries[hit.entry_id].embedding, q, config.nameless_query_weight)
+            cand = cands[hit.entry_id] = Candidate(entries[hit.entry_id], sim, dense=sim)
+        cand.message = max(cand.message, hit.score)
+        if hit.pin is not None:
+            cand.pin = hit.pin if cand.pin is None else min(cand.pin, hit.pin)
+        cand.channels.add("messages")
+    for cand in cands.values():
+        cand.score = cand.match(config.lexical_weight)
+        for weight in WEIGHTS.values():
+            cand.score *= weight(cand, q, config)
+    return sorted(cands.values(), key=lambda c: -c.score)
+
+
+def _cosine(emb: np.ndarray | None, q: Question, weight: float) -> float:
+    """A memory's dense score: its cosine to the question, blended with its cosine to the
+    question without its persons when there is one."""
+    if emb is None:
+        return 0.0
+    sim = float(emb @ q.vector)
+    if q.nameless_vector is None:
+        return sim
+    return (1.0 - weight) * sim + weight * float(emb @ q.nameless_vector)
+
+
+def _blend(entries: Mapping[str, Entry], hits: list[Hit], q: Question, weight: float) -> list[Hit]:
+    """The cosine hits re-scored with :func:`_cosine`, best first."""
+    scored = [Hit(h.entry_id, _cosine(entries[h.entry_id].embedding, q, weight)) for h in hits if h.entry_id in entries]
+    return sorted(scored, key=lambda h: -h.score)
