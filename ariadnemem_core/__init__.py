@@ -15,6 +15,7 @@ from .errors import (
     ExtractionError,
     InvalidInputError,
     LLMError,
+    LLMTimeoutError,
     NotFoundError,
     StoreError,
 )
@@ -22,6 +23,8 @@ from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .memory import AriadneMemory
 from .models import Entry, Scope, Turn, UpdateEdge
+from .serialize import quote
+from .storage_view import StorageView
 
 __version__ = "0.1.0"
 
@@ -41,14 +44,17 @@ __all__ = [
     "HashEmbedder",
     "InvalidInputError",
     "LLMError",
+    "LLMTimeoutError",
     "MiniLMEmbedder",
     "NotFoundError",
     "OpenAIEmbedder",
     "RuleExtractor",
     "Scope",
+    "StorageView",
     "StoreError",
     "TorchMiniLMEmbedder",
     "Turn",
     "UpdateEdge",
     "__version__",
+    "quote",
 ]

@@ -33,8 +33,9 @@ from datetime import date, timedelta
 from enum import StrEnum
 
 from .config import Config
+from .limits import bounded_list
 from .models import Entry
-from .text import MONTHS, STOPWORDS, WEEKDAY_ABBR, WEEKDAYS, stem
+from .text import MONTHS, STOPWORDS, WEEKDAY_ABBR, WEEKDAYS, letter_words, stem, value_tokens
 
 
 class Action(StrEnum):
@@ -80,6 +81,9 @@ def _subjects(entry: Entry) -> set[str]:
 
 #: An agent's own name is never the subject of a fact: "the assistant will use jortiz@contoso.com
 #: from now on" is about the user's address, which the assistant only acts on.
+#: Ids of merged duplicates kept in an entry's ``merged_from`` (the first and the latest):
+#: provenance for a reader, bounded so a fact said thousands of times stays exportable.
+MAX_MERGED_FROM = 100
 _AGENT_ROLES = frozenset({"assistant", "the assistant", "ai", "bot", "agent"})
 
 
@@ -88,9 +92,7 @@ def different_subjects(a: Entry, b: Entry) -> bool:
     return bool(pa) and bool(pb) and not (pa & pb)
 
 
-_VALUE_TOKEN = re.compile(r"\b\w*\d\w*\b")
 _CALENDAR = frozenset(MONTHS) | frozenset(WEEKDAYS)
-_WORD = re.compile(r"[a-z]+")
 
 
 def _statement(entry: Entry) -> str:
@@ -106,8 +108,8 @@ def value_terms(entry: Entry) -> frozenset[str]:
     weekday and month names, and the named entities and location that appear in its text.
     Persons are excluded: who the entry is about is its subject, not a value."""
     text = _statement(entry)
-    values = set(_VALUE_TOKEN.findall(text))
-    values |= _CALENDAR.intersection(_WORD.findall(text))
+    values = set(value_tokens(text))
+    values |= _CALENDAR.intersection(letter_words(text))
     named = [*entry.entities, *([entry.location] if entry.location else [])]
     values |= {n.lower() for n in named if n and n.lower() in text}
     return frozenset(values - {p.lower() for p in entry.persons})
@@ -223,6 +225,8 @@ _QUESTION = re.compile(r"^(?:\w+: )?(?:what|when|where|who|whom|whose|why|how|wh
                        r"did|shall|should|have|has|had|any|anything)\b", re.I)
 #: A noun owned by someone ("Quinn's husband", "my mom"): the owner's relative is its subject.
 _OWNED = re.compile(r"(?:'s|\b(?:my|our|his|her|their|your))\s+([a-z]+)(?:\s+([a-z]+))?")
+#: The token stream slot detection reads (not a word tokenizer, see text.words): inner
+#: punctuation kept (emails, decimals, "Jean-Luc's") and the "|" left where a value was cut out.
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'@.+-]*|\|")
 _FIRST_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
@@ -358,7 +362,7 @@ def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
     """(a change cue governs a value in ``text``, slot stems of an "instead of Y")."""
     strong = bool(_STRONG_CUE.search(text)) or any(_value_follows(text[m.end():], named)
                                                    for m in _CHANGE_TO.finditer(text))
-    replaced = frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in _WORD.findall(m.group(1).lower())
+    replaced = frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in letter_words(m.group(1))
                          if w not in STOPWORDS and w not in _LIGHT)
     return strong, replaced
 
@@ -380,8 +384,8 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     persons = {p.lower() for p in entry.persons}
     named = {n.lower() for n in [*entry.entities, *([entry.location] if entry.location else [])]
              if n and n.lower() in text and n.lower() not in persons
-             and not _CALENDAR.intersection(w.removesuffix("s") for w in _WORD.findall(n.lower()))
-             and not _CALENDAR.intersection(_WORD.findall(n.lower()))}
+             and not _CALENDAR.intersection(w.removesuffix("s") for w in letter_words(n))
+             and not _CALENDAR.intersection(letter_words(n))}
     # The target of a change verb is a value even when the extractor did not tag it:
     # "switch your replies back to English".
     named |= {t for m in _CHANGE_TO.finditer(original)
@@ -581,7 +585,7 @@ _ARTICLES = frozenset({"the", "a", "an", "my", "our", "his", "her", "their", "yo
 
 
 def _slot_words(text: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in _WORD.findall(text.lower()) if w not in _ARTICLES)
+    return frozenset(stem(w) for w in letter_words(text) if w not in _ARTICLES)
 
 
 def llm_state(old: Entry, new: Entry) -> bool | None:
@@ -630,12 +634,6 @@ class Surroundings:
     def __init__(self, turn: Sequence[Entry] = (), previous: Sequence[Entry] = ()) -> None:
         self._turn = tuple(turn)
         self._previous = tuple(previous)
-
-    @classmethod
-    def of_text(cls, context: str) -> Surroundings:
-        """From plain text: the turn before, then (after the last newline) the own turn."""
-        before, _, own = context.rpartition("\n")
-        return cls([Entry("", own)], [Entry("", before)])
 
     @functools.cached_property
     def turn_strong(self) -> bool:
@@ -767,7 +765,7 @@ def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[s
         olds = pa.values[k]
         if k == "name":
             # "Laura left the agency" names "Laura Chen" by her first name.
-            hit = any(v in c or (len(v.split()[0]) > 2 and v.split()[0] in _WORD.findall(c)) for v in olds
+            hit = any(v in c or (len(v.split()[0]) > 2 and v.split()[0] in letter_words(c)) for v in olds
                       for c in ended)
         else:
             hit = any(_profile_of(c, None, (), (), None).values.get(k, frozenset()) & olds for c in ended)
@@ -1024,17 +1022,24 @@ def _ambiguous(old: Entry, new: Entry) -> bool:
 
 def merge_into(old: Entry, new: Entry) -> Entry:
     """MERGE: keep ``old``, refresh its timestamp, add ``new``'s provenance and vocabulary."""
+    # Every list stays within the limits every stored entry meets (a fact repeated in
+    # thousands of turns would otherwise outgrow them and fail its export or doctor):
+    # the first item (where it began) and the latest ones are kept.
     for tid in new.source_turn_ids:
         if tid not in old.source_turn_ids:
             old.source_turn_ids.append(tid)
+    old.source_turn_ids = bounded_list(old.source_turn_ids)
     for name in ("keywords", "persons", "entities"):
         have = getattr(old, name)
         seen = {x.lower() for x in have}
         have.extend(x for x in getattr(new, name) if x.lower() not in seen)
+        setattr(old, name, bounded_list(have))
     if new.timestamp is not None and (old.timestamp is None or new.timestamp > old.timestamp):
         old.timestamp = new.timestamp
     if old.first_timestamp is None:
         old.first_timestamp = new.first_timestamp or new.timestamp
     merged_from = old.metadata.setdefault("merged_from", [])
     merged_from.append(new.id)
+    if len(merged_from) > MAX_MERGED_FROM:
+        old.metadata["merged_from"] = bounded_list(merged_from, MAX_MERGED_FROM)
     return old

@@ -394,7 +394,7 @@ class Config:
         return cls(**data)
 
     #: Ablation names understood by :meth:`ablate` (and ``ariadnemem bench --ablate``).
-    ABLATIONS = ("gating", "coarsening", "bridges", "paths", "fastpaths")
+    ABLATIONS = ("gating", "low_info_gate", "coarsening", "bridges", "paths", "fastpaths")
 
     def ablate(self, *names: str) -> Config:
         """Switch components off by name: ``Config().ablate("bridges")``.

@@ -14,18 +14,18 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+from cachetools import LRUCache
 
 from . import minilm_onnx
 from .errors import EmbeddingError
+from .text import words
 
 
 @runtime_checkable
@@ -72,8 +72,7 @@ class _CachedEmbedder:
 
     def __init__(self, batch_size: int, cache_size: int) -> None:
         self.batch_size = batch_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
         self._cache_lock = threading.Lock()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -98,11 +97,10 @@ class _CachedEmbedder:
         missing: list[int] = []
         with self._cache_lock:
             for i, text in enumerate(texts):
-                hit = self._cache.get(text)
+                hit = self._cache.get(text)  # a hit is marked recently used
                 if hit is None:
                     missing.append(i)
                 else:
-                    self._cache.move_to_end(text)
                     out[i] = hit
         if missing:
             todo = [texts[i] for i in missing]
@@ -110,10 +108,8 @@ class _CachedEmbedder:
             with self._cache_lock:
                 for i, text, vec in zip(missing, todo, vecs, strict=True):
                     out[i] = vec
-                    if len(text) < 2000:
-                        self._cache[text] = vec
-                        if len(self._cache) > self._cache_size:
-                            self._cache.popitem(last=False)
+                    if len(text) < 2000 and self._cache.maxsize:
+                        self._cache[text] = vec  # the least recently used text leaves when full
         return check_batch(out, len(texts), self.dim, self.name)
 
 
@@ -272,9 +268,6 @@ class TorchMiniLMEmbedder(_CachedEmbedder):
         return vectors.astype(np.float32)
 
 
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
 class HashEmbedder:
     """A dependency-free bag-of-words embedder (feature hashing of unigrams and bigrams).
 
@@ -288,8 +281,8 @@ class HashEmbedder:
 
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
-        words = _TOKEN.findall(text.lower())
-        grams = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        tokens = words(text)
+        grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         for gram in grams:
             digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
             h = int.from_bytes(digest, "little")

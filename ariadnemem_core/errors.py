@@ -41,5 +41,13 @@ class LLMError(AriadneMemError):
     """An LLM call failed after its retries, or its output could not be parsed."""
 
 
+class LLMTimeoutError(LLMError, TimeoutError):
+    """An LLM call passed its total deadline (``timeout``, every retry included).
+
+    Separate from other LLM errors because asking again cannot help within the same
+    budget: an extractor falls back to rules at once instead of re-asking.
+    """
+
+
 class NotFoundError(AriadneMemError, KeyError):
     """An entry id does not exist (in the caller's scope)."""

@@ -31,6 +31,9 @@ from .text import stem
 #: most recent ones). Comparing with every earlier entry of the window made one long turn
 #: quadratic: a 200,000-character turn of short sentences is ~10,000 entries.
 MAX_WINDOW_CANDIDATES = 256
+#: Neighbours fetched per one kept when gating and coarsening compare within one scope
+#: (other agents' and sessions' entries of the user are skipped).
+SCOPE_OVERFETCH = 4
 #: Times a scope's extraction is redone after another writer committed its turns first.
 MAX_CONFLICT_RETRIES = 8
 
@@ -52,8 +55,6 @@ class Ingestor:
         self.rule = RuleExtractor(split_sentences=config.atomic_sentences,
                                   assistant_speakers=config.assistant_speakers)
         self.extractor: Extractor = extractor or self.rule
-        #: Working id -> caller's id of the turns being processed (see ``_unique_ids``).
-        self._aliases: dict[str, str] = {}
 
     def process(self, scope: Scope, *, full_only: bool) -> None:
         """Extract the scope's pending turns: every full window, or (``full_only=False``)
@@ -100,7 +101,7 @@ class Ingestor:
         # Turn ids may repeat (callers' message ids): inside this run each turn gets a
         # unique working id, so every entry maps back to exactly one turn; entries are
         # given the caller's ids back before they are committed.
-        turns, self._aliases = _unique_ids([t for _, _, t in rows])
+        turns, aliases = _unique_ids([t for _, _, t in rows])
         # The rule extractor runs over every window up front (it is cheap) and all its
         # entries are embedded in one batch: the model is far faster on one large batch
         # than on many small ones. A turn's gate vector is the normalized mean of its
@@ -144,7 +145,7 @@ class Ingestor:
                                                                 turns[start : start + size], strict=True)]
             before = history[-self.store.RECENT_TURNS :]
             self._process_window(scope, window, per_turn[start : start + size], before, participants, plain,
-                                 asked[start : start + size])
+                                 asked[start : start + size], aliases)
             history.extend(rows[k][2] for k in range(start, min(start + size, n)))
 
     def _rule_extract(self, turns: list[Turn], context: ExtractionContext) -> tuple[list[Entry], dict[int, str]]:
@@ -168,7 +169,11 @@ class Ingestor:
 
     def _process_window(self, scope: Scope, rows: list[tuple[int, Scope, Turn]],
                         per_turn: list[list[Entry]], previous: list[Turn], participants: list[str],
-                        plain: set[str], asked: list[str | None]) -> None:
+                        plain: set[str], asked: list[str | None], aliases: dict[str, str]) -> None:
+        """Gate, extract, embed and coarsen one window, then commit it. ``aliases`` maps
+        the working ids of this run back to the caller's turn ids (see ``_unique_ids``);
+        it is per call, not per object, because several users' windows may be processed
+        at once in one process."""
         cfg = self.config
         turns = [t for _, _, t in rows]
         vectors = np.stack([_mean_vector([e.vector for e in group]) for group in per_turn])
@@ -204,14 +209,14 @@ class Ingestor:
                 e.embedding = cache[e.text]
         for e in entries:
             e.user_id, e.agent_id, e.session_id = scope.user_id, scope.agent_id, scope.session_id
-            e.source_turn_ids = list(dict.fromkeys(self._aliases.get(t, t) for t in e.source_turn_ids))
-        originals = [replace(t, turn_id=self._aliases[t.turn_id]) if t.turn_id in self._aliases else t
+            e.source_turn_ids = list(dict.fromkeys(aliases.get(t, t) for t in e.source_turn_ids))
+        originals = [replace(t, turn_id=aliases[t.turn_id]) if t.turn_id in aliases else t
                      for t in turns]
         commit = WindowCommit(scope=scope, processed_pending=[s for s, _, _ in rows],
                               processed_turns=originals, stats=stats)
         self._coarsen(scope, entries, commit)
         if echoes:
-            self._echo(scope, {turns[i].turn_id or "": near for i, near in echoes.items()}, commit)
+            self._echo(scope, {turns[i].turn_id or "": near for i, near in echoes.items()}, commit, aliases)
         self.store.commit_window(commit)
 
     def _confirm_repeats(self, scope: Scope, per_turn: list[list[Entry]], keep: list[bool]) -> list[bool]:
@@ -227,8 +232,8 @@ class Ingestor:
         kept = [e for j, k in enumerate(keep) if k for e in per_turn[j]]
         mine = [e for i in doubtful for e in per_turn[i]]
         mat = np.stack([e.vector for e in mine])
-        hits = self.store.dense_search(scope, mat, 1)
-        stored = self.store.get({h[0][0] for h in hits if h and h[0][1] > lam}, scope.user_id)
+        hits, found = self._in_scope(scope, mat, 1)  # the write's own scope only
+        stored = {h[0][0]: found[h[0][0]] for h in hits if h and h[0][1] > lam}
         near: dict[str, list[Entry]] = {
             e.id: [stored[h[0][0]]] if h and h[0][0] in stored else [] for e, h in zip(mine, hits, strict=True)}
         if kept:
@@ -242,7 +247,7 @@ class Ingestor:
                 _said_words(per_turn[i]) - _said_words(said))
         return out
 
-    def _echo(self, scope: Scope, echoes: dict[str, str], commit: WindowCommit) -> None:
+    def _echo(self, scope: Scope, echoes: dict[str, str], commit: WindowCommit, aliases: dict[str, str]) -> None:
         """Add each gated repeat's turn id to the provenance of the memory it repeats (a
         stored entry, or the entries of the window's turn it repeats)."""
         window = [*commit.added, *commit.merged]
@@ -250,8 +255,8 @@ class Ingestor:
         found = {e.id: e for e in commit.merged}
         found.update(self.store.get([i for i in stored_ids if i not in found], scope.user_id))
         for turn_id, near in echoes.items():
-            turn_id = self._aliases.get(turn_id, turn_id)
-            near = self._aliases.get(near, near)
+            turn_id = aliases.get(turn_id, turn_id)
+            near = aliases.get(near, near)
             targets = [e for e in window if near in e.source_turn_ids][:1] or (
                 [found[near]] if near in found else [])
             for target in targets:
@@ -261,11 +266,28 @@ class Ingestor:
                         commit.merged.append(target)
                         window.append(target)
 
+    def _in_scope(self, scope: Scope, vectors: np.ndarray, k: int) -> tuple[list[list[tuple[str, float]]],
+                                                                             dict[str, Entry]]:
+        """The ``k`` nearest stored entries of *exactly* ``scope`` per vector, and the entries.
+
+        A read scope without an agent means "every agent", but a write compares only
+        with its own scope: a fact stored for ``agentA`` must neither gate away nor absorb
+        the same fact written for the user without agent. When another scope's entries
+        come back, the search is repeated for more neighbours and those of the scope are
+        kept (a scope alone in its user's memory is searched exactly as before)."""
+        for fetch in (k, k * SCOPE_OVERFETCH):
+            hits = self.store.dense_search(scope, vectors, fetch)
+            found = self.store.get({i for h in hits for i, _ in h}, scope.user_id)
+            same = {i: e for i, e in found.items()
+                    if (e.agent_id, e.session_id) == (scope.agent_id, scope.session_id)}
+            if len(same) == len(found):
+                break
+        return [[(i, s) for i, s in h if i in same][:k] for h in hits], same
+
     def _nearest(self, scope: Scope, vectors: np.ndarray,
                  answered: list[str | None]) -> list[gating.Neighbor | None]:
         """Each turn's nearest stored memory, skipping the turn whose question it answers."""
-        hits = self.store.dense_search(scope, vectors, 2)
-        found = self.store.get([i for h in hits for i, _ in h], scope.user_id)
+        hits, found = self._in_scope(scope, vectors, 2)
         out: list[gating.Neighbor | None] = []
         for h, skip in zip(hits, answered, strict=True):
             near = [(i, sim) for i, sim in h if i in found and skip not in found[i].source_turn_ids]
@@ -309,11 +331,10 @@ class Ingestor:
     def _coarsen(self, scope: Scope, entries: list[Entry], commit: WindowCommit) -> None:
         cfg = self.config
         stored_hits: list[list[tuple[str, float]]] = [[] for _ in entries]
+        stored: dict[str, Entry] = {}
         if cfg.enable_coarsening and entries:
-            stored_hits = self.store.dense_search(
-                scope, np.stack([e.vector for e in entries]), cfg.coarsen_candidates
-            )
-        stored = self.store.get({i for h in stored_hits for i, _ in h}, scope.user_id)
+            stored_hits, stored = self._in_scope(scope, np.stack([e.vector for e in entries]),
+                                                 cfg.coarsen_candidates)
         merged: dict[str, Entry] = {}
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         linked: set[str] = set()  # entries given a newer state in this window (one each)

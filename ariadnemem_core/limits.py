@@ -26,7 +26,9 @@ MAX_METADATA_CHARS = MAX_TEXT_CHARS
 #: Most list items (keywords, persons, entities, source turn ids) of one entry.
 MAX_LIST_ITEMS = 1_000
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A lone surrogate (U+D800..U+DFFF): not valid Unicode, cannot be encoded as UTF-8, so no
+#: store, index or prompt accepts it. The one definition every check uses.
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def replace_surrogates(value: Any) -> Any:
@@ -34,7 +36,7 @@ def replace_surrogates(value: Any) -> Any:
     by U+FFFD. For text the caller did not write (model replies): it cannot be re-encoded
     as UTF-8, and rejecting it would only make the model repeat the same reply."""
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+        return SURROGATE.sub("\ufffd", value) if SURROGATE.search(value) else value
     stack = [value]
     while stack:  # iterative: a deeply nested reply must not hit the recursion limit
         item = stack.pop()
@@ -45,7 +47,7 @@ def replace_surrogates(value: Any) -> Any:
                     item[key] = replace_surrogates(v)
                 elif isinstance(v, list | dict):
                     stack.append(v)
-                if isinstance(key, str) and _SURROGATE.search(key):
+                if isinstance(key, str) and SURROGATE.search(key):
                     item[replace_surrogates(key)] = item.pop(key)
         elif isinstance(item, list):
             for i, v in enumerate(item):
@@ -80,7 +82,7 @@ def check_name(value: Any, field_name: str, *, optional: bool = False) -> str | 
         raise InvalidInputError(field_name, f"expected str, got {type(value).__name__}")
     if len(value) > MAX_NAME_CHARS:
         raise InvalidInputError(field_name, f"is {len(value)} characters; the limit is {MAX_NAME_CHARS}")
-    m = _SURROGATE.search(value)
+    m = SURROGATE.search(value)
     if m:
         raise InvalidInputError(field_name, f"contains a lone surrogate at position {m.start()}")
     return " ".join(value.split())
@@ -102,7 +104,7 @@ def _check_text(value: Any, field_name: str) -> None:
         raise InvalidInputError(field_name, f"is {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
     if not value.strip():
         raise InvalidInputError(field_name, "is empty")
-    m = _SURROGATE.search(value)
+    m = SURROGATE.search(value)
     if m:
         raise InvalidInputError(field_name, f"contains a lone surrogate at position {m.start()}")
 
@@ -115,9 +117,31 @@ def _check_str_list(value: Any, field_name: str, *, non_empty: bool = False) -> 
     if len(value) > MAX_LIST_ITEMS:
         raise InvalidInputError(field_name, f"has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS or _SURROGATE.search(item):
+        if not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS or SURROGATE.search(item):
             raise InvalidInputError(f"{field_name}[{i}]", f"expected a non-empty string of at most "
                                     f"{MAX_NAME_CHARS} characters, got {str(item)[:40]!r}")
+
+
+def split_text(text: str, limit: int = MAX_TEXT_CHARS) -> list[str]:
+    """``text`` in consecutive pieces of at most ``limit`` characters, cut at the last
+    whitespace before the limit (or at the limit when a piece has none in its second
+    half). For text the library itself made longer than the caller's: a speaker prefix
+    or grounded pronouns ("I" -> "Ann") can take a turn at the limit past it."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = max(text.rfind(" ", 0, limit + 1), text.rfind("\n", 0, limit + 1))
+        if cut < limit // 2:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text or not pieces:
+        pieces.append(text)
+    return pieces
+
+
+def bounded_list(items: list[str], limit: int = MAX_LIST_ITEMS) -> list[str]:
+    """``items`` cut to ``limit``: the first one (where it began) and the latest ones."""
+    return items if len(items) <= limit else [items[0], *items[len(items) - limit + 1:]]
 
 
 def check_vector(value: Any, dim: int, field_name: str = "embedding") -> Any:

@@ -15,10 +15,13 @@ accounting are identical everywhere and the benchmarks can report cost per call.
   off so that every retry is counted here.
 * ``timeout`` is a *total* wall-clock deadline per call, retries and backoff included.
   HTTP timeouts are per operation (a server dripping one byte per second never trips a
-  read timeout), so the deadline is enforced at the transport: every connect/read/write
-  timeout is capped at the time left, and the response body is read through a guard
-  that ends the read once the deadline passes (checked per received chunk, so a drip or
-  an endless chunked stream stops within one chunk of the deadline). The async path
+  read timeout), so the deadline is enforced at the transport and, on the sync path,
+  at the socket: every connect/read/write timeout is capped at the time left, every
+  socket read (response headers included: a server may drip its status line and
+  headers) waits at most the time left and fails once it is gone, and the response body
+  is read through a guard that ends the read once the deadline passes (checked per
+  received chunk, so a drip or an endless chunked stream stops within one chunk of the
+  deadline). A call that passes its deadline raises :class:`LLMTimeoutError`. The async path
   also wraps the call in ``asyncio.timeout``, which cancels it wherever it waits. Why
   not a watchdog thread: it could return to the caller in time but would leave the
   thread reading the drip; the guard closes the connection itself. A body larger than
@@ -26,7 +29,8 @@ accounting are identical everywhere and the benchmarks can report cost per call.
 * JSON: ``response_format={"type": "json_object"}`` is sent; if the server rejects the
   parameter (HTTP 400) the call is repeated without it once and the client remembers not
   to send it again. Replies are parsed tolerantly (```json fences, prose around the
-  object, the first balanced ``{...}``), because servers without JSON mode still answer.
+  object, the first JSON value found by ``json.JSONDecoder.raw_decode``), because servers
+  without JSON mode still answer; broken JSON is refused, never repaired.
 * Every call is recorded in a thread-safe :class:`LLMUsage` accumulator
   (``client.usage`` is a dict snapshot).
 * Tests inject an ``http_client`` / ``async_http_client`` or prebuilt SDK clients (build
@@ -48,10 +52,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_random_exponential,
+)
 from tenacity.stop import stop_base
 
-from .errors import LLMError
+from .errors import LLMError, LLMTimeoutError
 from .limits import replace_surrogates
 
 ENV_API_KEY = "OPENAI_API_KEY"
@@ -140,34 +152,6 @@ class LLMResponse:
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.S)
 
 
-def _balanced(text: str, start: int) -> str | None:
-    """The balanced ``{...}`` / ``[...]`` starting at ``start`` (string-literal aware)."""
-    opener = text[start]
-    closer = "}" if opener == "{" else "]"
-    depth = 0
-    in_str = False
-    escape = False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_str:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1] if ch == closer else None
-    return None
-
-
 _NOTHING = object()
 
 
@@ -181,11 +165,29 @@ def _loads(text: str) -> Any:
         return _NOTHING
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _decode_at(text: str, start: int) -> Any:
+    """The JSON value starting at ``start`` (text after it ignored), or ``_NOTHING``.
+
+    The standard library's ``raw_decode`` finds where the value ends, string literals and
+    escapes included, so no hand-written bracket matcher is needed."""
+    try:
+        value, _ = _DECODER.raw_decode(text, start)
+    except (json.JSONDecodeError, RecursionError):
+        return _NOTHING
+    return replace_surrogates(value)
+
+
 def parse_json(text: str) -> Any:
     """Parse a model reply that should be JSON, tolerating what models wrap around it.
 
-    Tried in order: the whole reply; each fenced code block; every balanced ``{...}``
-    (then ``[...]``) in the reply, first one that parses wins. Raises :class:`LLMError`
+    Tried in order: the whole reply; each fenced code block; the JSON value starting at
+    each ``{`` (then ``[``) of the reply, first one that parses wins. Broken JSON is not
+    repaired (a repair library would turn a reply cut off at ``max_tokens`` into a
+    plausible, shorter object and drop facts silently): it is an :class:`LLMError`, which
+    the extractor answers with a retry or the rule fallback. Raises :class:`LLMError`
     with the start of the reply when nothing parses.
     """
     if not isinstance(text, str) or not text.strip():
@@ -203,11 +205,9 @@ def parse_json(text: str) -> Any:
         tries = 0
         while pos != -1 and tries < MAX_JSON_CANDIDATES:
             tries += 1
-            candidate = _balanced(stripped, pos)
-            if candidate is not None:
-                found = _loads(candidate)
-                if found is not _NOTHING:
-                    return found
+            found = _decode_at(stripped, pos)
+            if found is not _NOTHING:
+                return found
             pos = stripped.find(opener, pos + 1)
     snippet = stripped[:200].replace("\n", " ")
     raise LLMError(f"LLM reply is not valid JSON (no parseable object found): {snippet!r}")
@@ -246,28 +246,17 @@ def _describe(exc: BaseException) -> str:
     return f"{kind} (HTTP {code}): {msg}" if code else f"{kind}: {msg}"
 
 
-class _Backoff:
-    """Exponential backoff with full jitter, honouring a server's Retry-After (capped)."""
-
-    def __init__(self, initial: float, maximum: float) -> None:
-        self.initial = initial
-        self.maximum = maximum
-
-    def __call__(self, state: RetryCallState) -> float:
-        import random
-
-        exp = min(self.maximum, self.initial * (2 ** max(0, state.attempt_number - 1)))
-        wait = exp / 2 + random.uniform(0, exp / 2)
-        exc = state.outcome.exception() if state.outcome else None
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-        if headers is not None:
-            try:
-                retry_after = float(headers.get("retry-after", ""))
-                wait = max(wait, min(retry_after, self.maximum))
-            except (TypeError, ValueError):
-                pass
-        return float(wait)
+def _retry_after(state: RetryCallState, maximum: float) -> float:
+    """A server's ``Retry-After`` (seconds, capped at ``maximum``), else 0. Tenacity has
+    no wait that reads it, so the client waits the longer of this and its jitter."""
+    exc = state.outcome.exception() if state.outcome else None
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return 0.0
+    try:
+        return min(float(headers.get("retry-after", "")), maximum)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 # ---------------------------------------------------------------------- deadline guard
@@ -360,6 +349,83 @@ def _sync_guard() -> type:
     return Guarded
 
 
+def _socket_timeout(timeout: float | None, what: str) -> float | None:
+    """``timeout`` capped at the running call's time left; a read or write timeout once
+    the deadline has passed (``what``: "read" or "write")."""
+    import httpcore2
+
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        error = httpcore2.ReadTimeout if what == "read" else httpcore2.WriteTimeout
+        raise error(f"total deadline passed while waiting to {what} the reply")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+@functools.cache
+def _deadline_backend() -> type:
+    """The sync network backend whose every socket read and write stops at the running
+    call's deadline (built lazily: httpcore2 comes with ``openai``).
+
+    Why at the socket: HTTP timeouts are per operation and each dripped byte completes a
+    read, so a server that sends ``HTTP/1.1 200 OK`` and then one byte every half second
+    never trips one, and the response headers are parsed below the transport, before any
+    body guard sees a byte. The reads happen in the calling thread, where the call's
+    deadline is known (``_DEADLINE``): each read waits at most the time left and raises a
+    read timeout once it is gone, so the connection is dropped in the thread that owns it
+    (no watchdog thread left reading the drip).
+    """
+    import httpcore2
+
+    class DeadlineStream(httpcore2.NetworkStream):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            data: bytes = self.inner.read(max_bytes, _socket_timeout(timeout, "read"))
+            return data
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self.inner.write(buffer, _socket_timeout(timeout, "write"))
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> Any:
+            return DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, timeout))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self.inner.get_extra_info(info)
+
+    class DeadlineBackend(httpcore2.NetworkBackend):
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None, socket_options: Any = None) -> Any:
+            return DeadlineStream(self.inner.connect_tcp(host, port, timeout, local_address, socket_options))
+
+        def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+            return DeadlineStream(self.inner.connect_unix_socket(path, timeout, socket_options))
+
+        def sleep(self, seconds: float) -> None:
+            self.inner.sleep(seconds)
+
+    return DeadlineBackend
+
+
+def _guard_sockets(transport: Any) -> None:
+    """Put the deadline backend under a sync httpx2 transport's connection pool."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    wrapper = _deadline_backend()
+    if backend is not None and not isinstance(backend, wrapper):
+        pool._network_backend = wrapper(backend)  # type: ignore[union-attr]
+
+
 @functools.cache
 def _async_guard() -> type:
     """The async guard transport."""
@@ -409,13 +475,18 @@ def guard_http_client(client: Any) -> Any:
     http = getattr(client, "_client", client)
     if not isinstance(http, httpx2.Client | httpx2.AsyncClient):
         return client
-    guard = _sync_guard() if isinstance(http, httpx2.Client) else _async_guard()
+    sync = isinstance(http, httpx2.Client)
+    guard = _sync_guard() if sync else _async_guard()
     transports = getattr(http, "_mounts", {})
     for key, transport in list(transports.items()):
         if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
+            if sync:
+                _guard_sockets(transport)
             transports[key] = guard(transport)
     transport = getattr(http, "_transport", None)
     if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
+        if sync:
+            _guard_sockets(transport)
         http._transport = guard(transport)
     return client
 
@@ -476,7 +547,9 @@ class LLMClient:
         if json_mode is None:
             json_mode = env.get(ENV_JSON_MODE, "1").strip().lower() not in ("0", "false", "no", "off")
         self._json_mode = bool(json_mode)
-        self._backoff = _Backoff(backoff_initial, backoff_max)
+        self._backoff_max = float(backoff_max)
+        #: Exponential backoff with full jitter (tenacity's, the AWS "Full Jitter" scheme).
+        self._jitter = wait_random_exponential(multiplier=backoff_initial, max=backoff_max)
         self._usage = LLMUsage()
         self._sync = openai_client
         self._sync_http = http_client
@@ -608,7 +681,8 @@ class LLMClient:
             counter[0] += 1
 
         def wait(state: RetryCallState) -> float:  # never sleep past the deadline
-            return max(0.0, min(self._backoff(state), deadline - time.monotonic()))
+            backoff = max(self._jitter(state), _retry_after(state, self._backoff_max))
+            return max(0.0, min(backoff, deadline - time.monotonic()))
 
         return {
             "retry": retry_if_exception(is_transient),
@@ -655,7 +729,7 @@ class LLMClient:
         self._usage.record(seconds=time.perf_counter() - started, retries=retries, failed=True)
         where = self.base_url or "api.openai.com"
         if isinstance(exc, TimeoutError | _DeadlinePassed) or time.monotonic() >= deadline:
-            return LLMError(f"LLM call to {where} (model {self.model}) passed its total deadline of "
+            return LLMTimeoutError(f"LLM call to {where} (model {self.model}) passed its total deadline of "
                             f"{self.timeout:g} s after {retries + 1} attempt(s): {_describe(exc)}")
         cause = exc.__cause__ or exc.__context__
         if isinstance(exc, _ReplyTooLarge) or isinstance(cause, _ReplyTooLarge):

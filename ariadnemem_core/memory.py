@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,9 @@ from .errors import AriadneMemError, ExtractionError, InvalidInputError, NotFoun
 from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
-from .limits import load_json
-from .models import _SURROGATE, Entry, Scope, Turn, UpdateEdge, clean_text
+from .limits import load_json, replace_surrogates
+from .models import Entry, Scope, Turn, UpdateEdge, clean_text
+from .storage_view import StorageView
 from .store import Store, open_store
 
 if TYPE_CHECKING:
@@ -98,11 +100,16 @@ class AriadneMemory:
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
-        self.store: Store = open_store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
-                                       chroma_client=chroma_client, chroma_host=chroma_host,
-                                       chroma_port=chroma_port, lock_timeout=lock_timeout)
-        self._ingest = Ingestor(self.store, self.embedder, self.config, extractor)
+        self._store: Store = open_store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
+                                        chroma_client=chroma_client, chroma_host=chroma_host,
+                                        chroma_port=chroma_port, lock_timeout=lock_timeout)
+        self._ingest = Ingestor(self._store, self.embedder, self.config, extractor)
+        #: Whole-store operations (import, export, clear, doctor) take turns with each other.
         self._write_lock = threading.RLock()
+        #: Writes of one user take turns (a window is extracted once, in order); writes of
+        #: different users never wait for each other's extraction. Commits are serialized
+        #: by the store itself, across threads and processes.
+        self._user_locks = _UserLocks()
         self._llm = llm
         self._llm_checked = llm is not None
 
@@ -121,13 +128,13 @@ class AriadneMemory:
                 without writing (a read-only command); the turns stay pending, durable,
                 for the next ``flush`` or ``close``.
         """
-        if self.store.closed:
+        if self._store.closed:
             return
         try:
             if flush:
                 self.flush()
         finally:
-            self.store.close()
+            self._store.close()
 
     @property
     def extractor(self) -> Extractor:
@@ -145,14 +152,23 @@ class AriadneMemory:
         Raises:
             StoreError: the memory lives on a server (see :attr:`location`).
         """
-        if self.store.path is None:
-            raise StoreError(f"the memory at {self.store.location} has no directory")
-        return self.store.path
+        if self._store.path is None:
+            raise StoreError(f"the memory at {self._store.location} has no directory")
+        return self._store.path
+
+    @property
+    def storage(self) -> StorageView:
+        """A read-only view of the storage: pending turns, each index searched alone, vector
+        counts and export records (see :class:`~ariadnemem_core.storage_view.StorageView`).
+
+        For benchmarks, diagnostics and tests; the store object itself is private.
+        """
+        return StorageView(self._store)
 
     @property
     def location(self) -> str:
         """Where the memory lives, safe to print: its directory, or its URL without the password."""
-        return self.store.location
+        return self._store.location
 
     # ------------------------------------------------------------------ writes
     def add(
@@ -201,9 +217,9 @@ class AriadneMemory:
         batch = _normalize_turns(turns)
         if not batch:
             return 0
-        with self._write_lock:
+        with self._user_locks.hold(scope.user_id):
             # One transaction: the turns and their count are stored together or not at all.
-            self.store.add_pending(scope, batch)
+            self._store.add_pending(scope, batch)
             try:
                 self._ingest.process(scope, full_only=True)
             except Exception as exc:  # the turns are durable: the batch is accepted
@@ -222,20 +238,20 @@ class AriadneMemory:
                 pending, nothing is lost, and a later ``flush`` retries. A turn that can
                 never be processed is quarantined instead (see :meth:`doctor`).
         """
-        with self._write_lock:
-            scopes = {s for _, s, _ in self.store.pending()}
-            errors: list[BaseException] = []
-            for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
-                try:
+        scopes = {s for _, s, _ in self._store.pending()}
+        errors: list[BaseException] = []
+        for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
+            try:
+                with self._user_locks.hold(scope.user_id):  # one user at a time, never all
                     self._ingest.process(scope, full_only=False)
-                except Exception as exc:  # one scope's failure must not block the others
-                    errors.append(exc)
-            if errors:
-                first = errors[0]
-                if isinstance(first, AriadneMemError):
-                    raise first
-                raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
-                                      f"{type(first).__name__}: {first}") from first
+            except Exception as exc:  # one scope's failure must not block the others
+                errors.append(exc)
+        if errors:
+            first = errors[0]
+            if isinstance(first, AriadneMemError):
+                raise first
+            raise ExtractionError(f"extraction failed for {len(errors)} scope(s); the turns stay pending: "
+                                  f"{type(first).__name__}: {first}") from first
 
     # ------------------------------------------------------------------ reads
     def entries(self, user_id: str = "default", *, agent_id: str | None = None,
@@ -250,7 +266,7 @@ class AriadneMemory:
         Returns:
             The entries, embeddings included.
         """
-        return self.store.entries(Scope(user_id, agent_id, session_id))
+        return self._store.entries(Scope(user_id, agent_id, session_id))
 
     def get(self, entry_id: str, *, user_id: str = "default") -> Entry:
         """One entry by id, in ``user_id``'s memory.
@@ -266,7 +282,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
-        found = self.store.get([entry_id], user_id)
+        found = self._store.get([entry_id], user_id)
         if entry_id not in found:
             raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
         return found[entry_id]
@@ -280,7 +296,7 @@ class AriadneMemory:
         Returns:
             The update edges (LINKs recorded by coarsening).
         """
-        return self.store.edges(user_id)
+        return self._store.edges(user_id)
 
     def history(self, entry_id: str, *, user_id: str = "default") -> list[Entry]:
         """The update chain through ``entry_id``, oldest state first.
@@ -296,10 +312,10 @@ class AriadneMemory:
             NotFoundError: no such entry for that user.
         """
         entry = self.get(entry_id, user_id=user_id)
-        edges = [e for e in self.store.edges(entry.user_id) if e.kind == "update"]
+        edges = [e for e in self._store.edges(entry.user_id) if e.kind == "update"]
         # Each state's successor is its ``superseded_by`` (the earliest newer state, as
         # entries() reports it), so the chain and every entry's valid-until agree.
-        sources = self.store.get({e.src for e in edges}, entry.user_id)
+        sources = self._store.get({e.src for e in edges}, entry.user_id)
         succs = {i: e.superseded_by for i, e in sources.items() if e.superseded_by}
         preds: dict[str, str] = {}
         for e in edges:
@@ -313,7 +329,7 @@ class AriadneMemory:
         while chain[-1] in succs and succs[chain[-1]] not in seen:
             chain.append(succs[chain[-1]])
             seen.add(chain[-1])
-        found = self.store.get(chain, entry.user_id)
+        found = self._store.get(chain, entry.user_id)
         return [found[i] for i in chain if i in found]
 
     def users(self) -> dict[str, int]:
@@ -322,7 +338,7 @@ class AriadneMemory:
         Returns:
             User id -> entry count, sorted by user id.
         """
-        return self.store.users()
+        return self._store.users()
 
     def stats(self, user_id: str | None = None) -> dict[str, int]:
         """Counters: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges, ...
@@ -333,7 +349,7 @@ class AriadneMemory:
         Returns:
             Counter name -> value; every known counter is present (0 when nothing happened).
         """
-        return self.store.stats(user_id)
+        return self._store.stats(user_id)
 
     # ------------------------------------------------------------------ lifecycle
     def delete(self, entry_id: str, *, user_id: str = "default") -> None:
@@ -346,8 +362,8 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
-        with self._write_lock:
-            if not self.store.delete(entry_id, user_id):
+        with self._user_locks.hold(user_id):
+            if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
     def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
@@ -361,13 +377,13 @@ class AriadneMemory:
         Returns:
             How many entries were removed.
         """
-        with self._write_lock:
-            return self.store.forget(Scope(user_id, agent_id, session_id))
+        with self._user_locks.hold(user_id):
+            return self._store.forget(Scope(user_id, agent_id, session_id))
 
     def clear(self) -> None:
         """Delete everything, for every user."""
         with self._write_lock:
-            self.store.clear()
+            self._store.clear()
 
     def doctor(self, *, repair: bool = True) -> dict[str, Any]:
         """Check the store and repair what can be repaired (see :meth:`Store.doctor`):
@@ -383,17 +399,21 @@ class AriadneMemory:
             quarantined row (kind, scope, reason).
         """
         with self._write_lock:
-            return self.store.doctor(repair=repair)
+            return self._store.doctor(repair=repair)
 
     def export(self, path: str | Path, *, user_id: str | None = None) -> int:
         """Write the whole memory, or one user's part of it, to a JSONL file (embeddings
         included).
 
         A regular file is replaced atomically (a reader sees the old export or the new
-        one). A special file (``/dev/stdout``, a FIFO, a device) is written through in
-        place, never replaced by a regular file, and a failed write (``/dev/full``) is an
-        error. A directory, or a path whose directory does not exist, is an
-        :class:`InvalidInputError`; any other write failure a :class:`StoreError`.
+        one) and keeps its permissions; a new file is created owner-only (0600), since
+        an export holds memories. A symlink is followed (its target is replaced, the
+        link stays); a file with several hard links is rewritten in place, after the
+        whole export was written aside, so its links are not split. A special file
+        (``/dev/stdout``, a FIFO, a device) is written through in place, never replaced
+        by a regular file, and a failed write (``/dev/full``) is an error. A directory,
+        or a path whose directory does not exist, is an :class:`InvalidInputError`; any
+        other write failure a :class:`StoreError`.
 
         Args:
             path: the file to write.
@@ -419,8 +439,9 @@ class AriadneMemory:
         special = mode is not None and not stat.S_ISREG(mode)
         n = 0
         try:
-            with self._write_lock, (open(target, "w", encoding="utf-8") if special else atomic_open(target)) as fh:
-                for row in self.store.export_rows(user_id):
+            with self._write_lock, (open(target, "w", encoding="utf-8") if special
+                                     else atomic_open(target, new_mode=0o600)) as fh:
+                for row in self._store.export_rows(user_id):
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n += 1
         except OSError as exc:
@@ -444,7 +465,7 @@ class AriadneMemory:
             StoreError: another embedder's export, or entries this memory already holds.
         """
         with self._write_lock:
-            return self.store.import_rows(read_export_lines(path))
+            return self._store.import_rows(read_export_lines(path))
 
     # ------------------------------------------------------------------ Phase II
     def retrieve(self, query: str, *, user_id: str = "default", agent_id: str | None = None,
@@ -474,8 +495,8 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = _check_query(query)
-        with self.store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
-            return build_evidence_graph(self.store, self.embedder, config or self.config, query,
+        with self._store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
+            return build_evidence_graph(self._store, self.embedder, config or self.config, query,
                                         Scope(user_id, agent_id, session_id), query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
@@ -554,6 +575,31 @@ class AriadneMemory:
 
 
 # ---------------------------------------------------------------------- helpers
+class _UserLocks:
+    """One reentrant lock per user id, dropped when nobody holds or waits for it (a
+    server with a million users keeps only the locks in use)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.RLock, int]] = {}
+
+    @contextmanager
+    def hold(self, user_id: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(user_id) or (threading.RLock(), 0)
+            self._locks[user_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[user_id]
+                if users == 1:
+                    del self._locks[user_id]
+                else:
+                    self._locks[user_id] = (lock, users - 1)
+
+
 def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     """The records of a JSONL export, checked as they are read: a malformed line raises
     :class:`InvalidInputError` naming it, and so does a file whose first record is not the
@@ -620,7 +666,7 @@ def _check_query(query: Any) -> str:
     text: str = query.strip()
     if len(text) > MAX_QUERY_CHARS:
         text = text[-MAX_QUERY_CHARS:]
-    text = _SURROGATE.sub("\ufffd", clean_text(text)).strip()
+    text = replace_surrogates(clean_text(text)).strip()
     if not text:
         raise InvalidInputError("query", "is empty or whitespace only")
     return text

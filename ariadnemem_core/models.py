@@ -17,7 +17,6 @@ metadata, JSON, LLM prompts) accepts, or it raises :class:`InvalidInputError`.
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 from .limits import MAX_TEXT_CHARS as MAX_TEXT_CHARS  # re-exported: part of the documented API
-from .limits import check_metadata, check_name
+from .limits import SURROGATE, check_metadata, check_name
 
 #: Fields accepted by :meth:`Turn.from_dict`.
 TURN_FIELDS = ("speaker", "text", "timestamp", "turn_id", "metadata")
@@ -43,7 +42,6 @@ _CONTROL_TABLE: dict[int, str | None] = {
     0x7F: None,
     **{c: None for c in range(0x80, 0xA0)},
 }
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(text: str) -> str:
@@ -59,7 +57,7 @@ def check_unicode(value: str, field_name: str) -> None:
     """Reject lone surrogates ('\\ud800'): they cannot be encoded as UTF-8, so SQLite would
     refuse them at commit time, long after ``add`` returned (a pending turn that can never
     be committed)."""
-    m = _SURROGATE.search(value)
+    m = SURROGATE.search(value)
     if m:
         raise InvalidInputError(
             field_name,

@@ -10,6 +10,9 @@ the same lexicons from here, so a word added to a list changes every step the sa
   lexical query drops), :data:`QUESTION_WORDS` (words that never name an entity in a
   question);
 * :func:`normalize_text`, :func:`keywords`, :func:`stem`;
+* the word tokenizers: :func:`words` (questions and texts compared word by word),
+  :func:`letter_words` and :func:`value_tokens` (coarsening's words and values),
+  :func:`index_words` (the lexical index's words), and :data:`COUNTER_STOPWORDS`;
 * name detection: :func:`scan_names` (persons and entities of a turn) and
   :func:`query_entities` (the entities a question names).
 """
@@ -84,8 +87,6 @@ _PERSON_CUE_BEFORE = frozenset({"friend", "friends", "brother", "sister", "son",
                                 "neighbour", "buddy", "pal", "mentor", "teacher", "coach", "fiance",
                                 "fiancee", "roommate", "mom", "dad", "mother", "father", "grandma",
                                 "grandpa", "kid", "child", "baby", "bestie", "classmate", "therapist"})
-#: Words a lexical (BM25) query drops: the index keeps them, a question's match on them
-#: says nothing.
 #: Words of politeness and acknowledgement that carry no fact on their own ("glad to
 #: help", "feel free to ask", "good to hear"); the low-information gate does not count them
 #: as content words (they are content elsewhere, so they are not stopwords).
@@ -97,6 +98,14 @@ COURTESY_WORDS = frozenset(
 )
 
 
+#: Words of a "how many times" question that name no activity: what the counter fast
+#: path leaves out of the question before counting the remaining words' mentions.
+COUNTER_STOPWORDS = frozenset(
+    "how many times often did does do has have had was were is are the a an to of in on at "
+    "for with and or been go went gone ever since so far total number what which when".split()
+)
+#: Words a lexical (BM25) query drops: the index keeps them, a question's match on them
+#: says nothing.
 QUERY_STOPWORDS = frozenset(
     "a an the and or but of to in on at for with by from as is are was were be been being do "
     "does did has have had what when where which who whom whose why how did i you he she it "
@@ -132,6 +141,78 @@ def previous_word(s: str, start: int) -> str:
         return ""
     return head.rsplit(" ", 1)[-1].lower()
 
+
+
+# --------------------------------------------------------------------------- words
+# The word tokenizers of the package. Each splits the same way everywhere it is used; they
+# differ from one another on purpose, and each docstring says why.
+_WORD = re.compile(r"[a-z0-9]+")
+_LETTERS = re.compile(r"[a-z]+")
+_INDEX_WORD = re.compile(r"[^\W_]+")
+_VALUE_TOKEN = re.compile(r"\b\w*\d\w*\b")
+
+
+def words(text: str) -> list[str]:
+    """The words of a text: lowercased runs of ASCII letters and digits, in order, repeats kept.
+
+    The tokenizer for comparing a question's words with a memory's: the hash embedder's
+    features, the counter fast path's question words, the words that locate an excerpt.
+    Apostrophes, hyphens and other punctuation split words ("Jean-Luc's" -> ``jean``,
+    ``luc``, ``s``); letters outside ASCII are not word characters.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The words.
+    """
+    return _WORD.findall(text.lower())
+
+
+def letter_words(text: str) -> list[str]:
+    """Lowercased runs of ASCII letters only: a digit splits a word ("5pm" -> ``pm``).
+
+    Unlike :func:`words` on purpose: coarsening matches these against word lists (month
+    and weekday names, slot words, stems) and reads the numbers of a statement separately,
+    as values (:func:`value_tokens`), so a number never becomes a slot word and "may5"
+    still names May.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The words, in order, repeats kept.
+    """
+    return _LETTERS.findall(text.lower())
+
+
+def index_words(text: str) -> list[str]:
+    """Lowercased runs of Unicode letters and digits: the words of the lexical index.
+
+    Unlike :func:`words` on purpose: SQLite FTS5's ``unicode61`` tokenizer, which builds
+    the BM25 index, treats every Unicode letter and digit as a word character, so a query
+    is split the same way to find "café" or "東京" at all.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The words, in order, repeats kept.
+    """
+    return _INDEX_WORD.findall(text.lower())
+
+
+def value_tokens(text: str) -> list[str]:
+    """Lowercased tokens that hold a digit: times, amounts, ids, date parts ("5pm",
+    "2023-05-07" -> ``2023``, ``05``, ``07``), the values coarsening compares.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The tokens, in order, repeats kept.
+    """
+    return _VALUE_TOKEN.findall(text.lower())
 
 
 # --------------------------------------------------------------------------- stemming
@@ -269,15 +350,6 @@ def _person_position(text: str, start: int, end: int, possessive: bool) -> bool:
     if possessive:
         return _POSS_PERSON_RE.match(text, end) is not None
     return _AFTER_PERSON_RE.match(text.lower(), end) is not None if end < len(text) else False
-
-
-def persons_and_entities(text: str, participants: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
-    """Persons and named entities among the capitalized phrases of a normalized text.
-
-    See :func:`scan_names`; this drops the surface forms.
-    """
-    persons, entities, _ = scan_names(text, participants)
-    return persons, entities
 
 
 def scan_names(text: str, participants: Mapping[str, str] | None = None

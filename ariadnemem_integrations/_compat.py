@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ariadnemem_core import Turn
-from ariadnemem_core.serialize import quote
+from ariadnemem_core import Turn, quote
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact

@@ -134,9 +134,10 @@ def test_retrieve_never_exceeds_the_token_budget(make_memory: Callable[..., Aria
 def test_relevance_floor_keeps_filler_out(make_memory: Callable[..., AriadneMemory]) -> None:
     lines = ["My sister Lea adopted a kitten named Miso.", "The weather is nice today.",
              "I bought new running shoes.", "We watched a movie yesterday.", "The bakery opens at 7 am."]
-    # Hashing embedder: sentences that share no word with the question score ~0.
+    # Hashing embedder: sentences that share no word with the question score ~0. The graph's
+    # own candidates only: the message floor shows what a flat search would (all five here).
     for floor, expect_small in ((0.0, False), (Config().relevance_floor, True)):
-        mem = make_memory(f"s{floor}", Config(relevance_floor=floor), hashing=True)
+        mem = make_memory(f"s{floor}", Config(relevance_floor=floor, message_floor=0.0), hashing=True)
         mem.add([turn("Ana", t, i, turn_id=f"t{i}") for i, t in enumerate(lines)])
         mem.flush()
         g = mem.retrieve("What is the name of Lea's kitten Miso?")

@@ -20,7 +20,7 @@ import pytest
 
 from ariadnemem_core import AriadneMemError, AriadneMemory, Config, InvalidInputError, Turn
 from ariadnemem_core.memory import MAX_QUERY_CHARS
-from ariadnemem_core.models import MAX_TEXT_CHARS, Scope
+from ariadnemem_core.models import MAX_TEXT_CHARS
 from tests.conftest import T0, turn
 
 QUESTION = "Where does Caroline go hiking?"
@@ -37,7 +37,7 @@ def _snapshot(mem: AriadneMemory) -> dict[str, Any]:
     return {
         "entries": [e.to_dict(with_embedding=True) for e in mem.entries()],
         "stats": mem.stats(),
-        "pending": [(seq, t.to_dict()) for seq, _, t in mem.store.pending()],
+        "pending": [(seq, t.to_dict()) for seq, _, t in mem.storage.pending()],
         "edges": [e.to_dict() for e in mem.edges()],
         "retrieved": mem.retrieve(QUESTION).to_text(),
     }
@@ -70,7 +70,7 @@ def _assert_still_usable(mem: AriadneMemory) -> None:
     mem.add(turn("Melanie", "I bought a red bicycle for commuting.", 500))
     mem.flush()
     assert len(mem.entries()) == n + 1
-    assert mem.store.pending() == []
+    assert mem.storage.pending() == []
 
 
 def _rejects(mem: AriadneMemory, bad: Any, field: str) -> InvalidInputError:
@@ -194,10 +194,10 @@ def test_control_characters_and_nul_are_stripped(mem, tmp_path):
         assert not any(ord(c) < 32 and c not in "\n\t" for c in e.text)
     # The lexical index (FTS5) finds the word that had a NUL inside it, and the dense
     # index (chromadb) returns the new entry too.
-    lex = {i for i, _ in mem.store.lexical_search(Scope(), "kayaking", 5)}
+    lex = {i for i, _ in mem.storage.lexical_search("kayaking", 5)}
     assert lex & {e.id for e in new}
-    dense = mem.store.dense_search(Scope(), new[0].embedding[None, :], 1)
-    assert dense[0][0][0] == new[0].id
+    dense = mem.storage.dense_search(new[0].embedding, 1)
+    assert dense[0][0] == new[0].id
     assert "kayaking" in mem.retrieve("Who loves kayaking on lakes?").to_text()
     _assert_old_entries_kept(mem, before)
     # The whole store round-trips through export (JSON) and a reopen.

@@ -534,10 +534,7 @@ def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> No
         assert len([e for e in mem.entries(user_id="u") if "D1:1" in e.source_turn_ids]) == 3
         for n in (0, 1):
             cfg = mem.config.replace(message_context=n, min_nodes=1, max_nodes=2, reply_context=0)
-            from ariadnemem_core.models import Scope
-            from ariadnemem_core.reasoning import build_evidence_graph
-
-            graph = build_evidence_graph(mem.store, mem.embedder, cfg, question, Scope("u"))
+            graph = mem.retrieve(question, user_id="u", config=cfg)
             shown[n] = {f.text for f in graph.facts}
     assert not any("church" in t for t in shown[0])
     assert any("church" in t for t in shown[1]) and not any("shoes" in t for t in shown[1])
@@ -551,9 +548,6 @@ def test_message_context_leaves_a_long_message_to_its_excerpts(tmp_path: Path) -
     from datetime import UTC, datetime
 
     from ariadnemem_core import AriadneMemory, Turn
-    from ariadnemem_core.models import Scope
-    from ariadnemem_core.reasoning import build_evidence_graph
-
     filler = " ".join(f"The {w} committee met on day {i} to discuss the parish budget and the roof repairs."
                       for i, w in enumerate(["finance", "garden", "music", "youth", "outreach", "library",
                                              "kitchen", "events"]))
@@ -569,7 +563,7 @@ def test_message_context_leaves_a_long_message_to_its_excerpts(tmp_path: Path) -
         for cap in (150, 10_000):
             cfg = mem.config.replace(message_context=1, message_context_max_tokens=cap, min_nodes=1, max_nodes=3,
                                      reply_context=0)
-            graph = build_evidence_graph(mem.store, mem.embedder, cfg, question, Scope("u"))
+            graph = mem.retrieve(question, user_id="u", config=cfg)
             shown[cap] = [f.text for f in graph.facts]
     assert any("faith" in t for t in shown[150])
     assert sum("committee" in t for t in shown[150]) < sum("committee" in t for t in shown[10_000])

@@ -108,6 +108,17 @@ BOB = [
 ]
 
 
+def _prefix(mem: AriadneMemory) -> str:
+    """The start of this store's collection names on the server (server-mode naming is
+    private to the store, read here to look at the server's side)."""
+    return mem._store.collection_prefix
+
+
+def _collection(mem: AriadneMemory, user_id: str) -> str:
+    """The server-side collection of ``user_id``'s vectors (private naming, see ``_prefix``)."""
+    return mem._store.dense_collection(user_id)
+
+
 def _ids(mem: AriadneMemory, query: str, user: str) -> set[str]:
     return {f.id for f in mem.retrieve(query, user_id=user).facts}
 
@@ -121,10 +132,10 @@ def test_ingest_and_retrieve_keep_vectors_on_the_server(open_remote, chroma_serv
     assert any("Pixel" in f.text for f in graph.facts)
     assert "a1" in graph.source_turn_ids
     # The vectors are on the server (one collection for this store's user), none on disk.
-    mine = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store.collection_prefix)}
+    mine = {n: c for n, c in chroma_server.collections().items() if n.startswith(_prefix(mem))}
     assert list(mine.values()) == [len(mem.entries("alice"))]
     assert not (tmp_path / "store" / "chroma").exists()
-    assert mem.store.remote and "127.0.0.1" in mem.store.dense_location
+    assert mem.storage.remote and "127.0.0.1" in mem.storage.dense_location
 
 
 def test_users_and_stores_are_isolated_on_a_shared_server(open_remote) -> None:
@@ -146,7 +157,7 @@ def test_users_and_stores_are_isolated_on_a_shared_server(open_remote) -> None:
     theirs = {e.id for e in other.entries("alice")}
     assert _ids(other, "greyhound Pixel canal walks", "alice") <= theirs
     assert _ids(mem, "cello teacher York", "alice") <= alice_ids
-    assert other.store.collection_prefix != mem.store.collection_prefix
+    assert _prefix(other) != _prefix(mem)
 
 
 def test_reopen_and_a_wiped_server_is_rebuilt_from_sqlite(open_remote, chroma_server: ChromaServer) -> None:
@@ -156,14 +167,15 @@ def test_reopen_and_a_wiped_server_is_rebuilt_from_sqlite(open_remote, chroma_se
     again = open_remote()
     before = _ids(again, "greyhound Pixel", "alice")
     assert before
-    prefix = again.store.collection_prefix
+    prefix = _prefix(again)
     again.close()
     client = chroma_server.client()
     for name in [n for n in chroma_server.collections() if n.startswith(prefix)]:
         client.delete_collection(name)
     rebuilt = open_remote()
     # open did it
-    assert rebuilt.store.reconcile() == {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
+    # Reconcile is run by open, never on demand: called on the private store, it finds nothing to do.
+    assert rebuilt._store.reconcile() == {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
     assert _ids(rebuilt, "greyhound Pixel", "alice") == before
 
 
@@ -175,7 +187,7 @@ def test_embedded_store_moves_to_the_server_on_open(tmp_path: Path, open_remote,
         expected = _ids(local, "sailing boat Kestrel", "bob")
     remote = open_remote()
     assert _ids(remote, "sailing boat Kestrel", "bob") == expected
-    counts = [c for n, c in chroma_server.collections().items() if n.startswith(remote.store.collection_prefix)]
+    counts = [c for n, c in chroma_server.collections().items() if n.startswith(_prefix(remote))]
     assert counts == [len(remote.entries("bob"))]
 
 
@@ -185,7 +197,7 @@ def test_injected_client_is_used_and_left_open(tmp_path: Path, chroma_server: Ch
         mem.add(BOB, user_id="bob")
         mem.flush()
         assert _ids(mem, "Kestrel sails regatta", "bob")
-        prefix = mem.store.collection_prefix
+        prefix = _prefix(mem)
     assert any(n.startswith(prefix) for n in (c.name for c in client.list_collections()))  # still usable
     with pytest.raises(StoreError, match="not both"):
         AriadneMemory(tmp_path / "t", embedder=HashEmbedder(), chroma_client=client, chroma_host="127.0.0.1")
@@ -198,7 +210,7 @@ def test_forget_removes_the_users_vectors_from_the_server(open_remote, chroma_se
     mem.flush()
     assert mem.forget("alice") > 0
     assert not _ids(mem, "greyhound Pixel", "alice")
-    left = {n: c for n, c in chroma_server.collections().items() if n.startswith(mem.store.collection_prefix)}
+    left = {n: c for n, c in chroma_server.collections().items() if n.startswith(_prefix(mem))}
     assert sorted(left.values()) == [len(mem.entries("bob"))]
 
 
@@ -223,17 +235,17 @@ def test_outage_mid_ingest_loses_nothing(tmp_path: Path) -> None:
         assert n_before > 0
         srv.stop()
         assert mem.add([ALICE[2], BOB[0]], user_id="alice") == 2
-        assert [t.turn_id for _, _, t in mem.store.pending()] == ["a3", "b1"]  # acknowledged, kept
+        assert [t.turn_id for _, _, t in mem.storage.pending()] == ["a3", "b1"]  # acknowledged, kept
         with pytest.raises(StoreError, match=r"dense index \(chroma server 127\.0\.0\.1:\d+\) failed"):
             mem.flush()
-        assert [t.turn_id for _, _, t in mem.store.pending()] == ["a3", "b1"]
+        assert [t.turn_id for _, _, t in mem.storage.pending()] == ["a3", "b1"]
         assert len(mem.entries("alice")) == n_before
         srv.start()
         mem.flush()
         graph = mem.retrieve("When is the dentist appointment?", user_id="alice")
         assert any("dentist" in f.text for f in graph.facts)
         assert "a3" in graph.source_turn_ids
-        counts = [c for n, c in srv.collections().items() if n.startswith(mem.store.collection_prefix)]
+        counts = [c for n, c in srv.collections().items() if n.startswith(_prefix(mem))]
         assert counts == [len(mem.entries("alice"))]
         mem.close()
     finally:
@@ -286,12 +298,12 @@ def test_failed_vector_write_after_commit_is_caught_up(tmp_path: Path, chroma_se
         stored = mem.entries("alice")
         assert stored and {"a1", "a2"} <= {t for e in stored for t in e.source_turn_ids}
         collections = chroma_server.collections()
-        assert collections.get(mem.store.dense_collection("alice"), 0) == 0  # no vectors yet
+        assert collections.get(_collection(mem, "alice"), 0) == 0  # no vectors yet
         graph = mem.retrieve("greyhound Pixel canal", user_id="alice")  # catches up first
         assert {"a1", "a2"} & graph.source_turn_ids
-        assert mem.store.dense_count("alice") == len(stored)
+        assert mem.storage.dense_count("alice") == len(stored)
         counts = [c for n, c in chroma_server.collections().items()
-                  if n in (mem.store.dense_collection("alice"), mem.store.dense_collection("bob"))]
+                  if n in (_collection(mem, "alice"), _collection(mem, "bob"))]
         assert sorted(counts) == sorted([len(stored), len(mem.entries("bob"))])
 
 
@@ -308,7 +320,7 @@ def test_failed_merge_metadata_update_is_caught_up(tmp_path: Path, chroma_server
         mem.add([turn("Bob", "The boat Kestrel is moored in Plymouth harbour.", 3 * day, "m2")], user_id="bob")
         [entry] = mem.entries("bob")  # merged: one entry, both turns as provenance
         assert entry.source_turn_ids == ["m1", "m2"]
-        col = client._client.get_collection(mem.store.dense_collection("bob"))
+        col = client._client.get_collection(_collection(mem, "bob"))
 
         def dense_ts() -> float:
             return col.get(ids=[entry.id], include=["metadatas"])["metadatas"][0]["ts"]

@@ -75,13 +75,8 @@ def test_eight_writers_and_readers(tmp_path: Path):
     assert sorted(seen) == sorted(expected)  # every acknowledged turn exactly once
     assert len({e.id for e in entries}) == len(entries)
     # The dense index of this process sees what the other processes wrote.
-    assert mem.store.dense_count("shared") == len(entries)
-    hits = mem.store.dense_search(mem_scope(), HashEmbedder().embed(["Writer p3 logged item 7 of batch p3x7"]), 3)
-    assert any(e.id == hits[0][0][0] and "p3-7" in e.source_turn_ids for e in entries)
+    assert mem.storage.dense_count("shared") == len(entries)
+    hits = mem.storage.dense_search(HashEmbedder().embed(["Writer p3 logged item 7 of batch p3x7"])[0], 3,
+                                    user_id="shared")
+    assert any(e.id == hits[0][0] and "p3-7" in e.source_turn_ids for e in entries)
     mem.close()
-
-
-def mem_scope():
-    from ariadnemem_core import Scope
-
-    return Scope("shared")

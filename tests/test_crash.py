@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ariadnemem_core import AriadneMemory, Config, HashEmbedder, Scope
+from ariadnemem_core import AriadneMemory, Config, HashEmbedder
 
 WRITER = r'''
 import sys
@@ -49,14 +49,14 @@ def test_sigkill_mid_ingest_loses_nothing(tmp_path: Path, n_acks: int):
     mem = AriadneMemory(store, Config(window_size=4), embedder=HashEmbedder())
     try:
         covered = {t for e in mem.entries("u") for t in e.source_turn_ids}
-        pending = {t.turn_id for _, _, t in mem.store.pending(Scope("u"))}
+        pending = {t.turn_id for _, _, t in mem.storage.pending("u")}
         assert set(acked) <= covered | pending
         assert not covered & pending  # a turn is either extracted or pending, never both
         n_sql = len(mem.entries("u"))
-        assert mem.store.dense_count("u") == n_sql  # dense index agrees with records
+        assert mem.storage.dense_count("u") == n_sql  # dense index agrees with records
         mem.flush()
         assert set(acked) <= {t for e in mem.entries("u") for t in e.source_turn_ids}
-        lexical = {i for i, _ in mem.store.lexical_search(Scope("u"), "parcel warehouse", 500)}
+        lexical = {i for i, _ in mem.storage.lexical_search("parcel warehouse", 500, user_id="u")}
         assert lexical == {e.id for e in mem.entries("u")}  # the lexical index agrees too
         from ariadnemem_core import Turn
 
@@ -64,6 +64,6 @@ def test_sigkill_mid_ingest_loses_nothing(tmp_path: Path, n_acks: int):
                      None, "after"), user_id="u")
         mem.flush()
         assert "after" in {t for e in mem.entries("u") for t in e.source_turn_ids}
-        assert mem.store.dense_count("u") == len(mem.entries("u"))
+        assert mem.storage.dense_count("u") == len(mem.entries("u"))
     finally:
         mem.close()

@@ -193,3 +193,28 @@ def test_token_counts_identical_to_tiktoken_without_importing_llama_index() -> N
     assert isinstance(tokens._encoding(), tiktoken.Encoding)
     loaded = _modules_after("from ariadnemem_core.tokens import count_tokens\nassert count_tokens('hello there') == 2")
     assert "tiktoken" in loaded and "llama_index.core" not in loaded
+
+
+def test_text_cache_keeps_the_most_recently_used_texts() -> None:
+    """The embedder's bounded LRU cache: a repeated text is not embedded again, the least
+    recently used one leaves first, long texts and ``cache_size=0`` are never kept."""
+    encoded: list[str] = []
+
+    class Counting(MiniLMEmbedder):
+        def _encode(self, texts: list[str]) -> np.ndarray:
+            encoded.extend(texts)
+            return np.stack([HashEmbedder(384).embed([t])[0] for t in texts])
+
+    emb = Counting(cache_size=2)
+    emb.embed(["a", "b"])
+    emb.embed(["a"])  # hit: "a" is now the most recent
+    emb.embed(["c"])  # full: "b" leaves
+    emb.embed(["a", "c", "b"])
+    assert encoded == ["a", "b", "c", "b"]
+    long_text = "x" * 2000
+    emb.embed([long_text, long_text])
+    emb.embed([long_text])
+    assert encoded.count(long_text) == 3
+    off = Counting(cache_size=0)
+    off.embed(["a"]), off.embed(["a"])
+    assert encoded.count("a") == 3

@@ -313,9 +313,7 @@ def test_one_entry_per_turn_with_provenance_and_fields() -> None:
     assert entries[0].metadata is not turns[0].metadata
     assert entries[1].text == "Melanie: Wow!"
     assert entries[2].text == "Does Melanie want to come with Caroline next week (week of 2023-05-15)?"
-    # text == restate(turn, other party): the memory reuses embeddings by text.
-    assert entries[2].text == rx.restate(turns[2], "Melanie")
-    assert entries[0].text == rx.restate(turns[0], None)
+    assert entries[0].text == "Caroline joined a pottery class yesterday (2023-05-07)!"
 
 
 def test_own_words_are_kept_with_time_grounded_and_never_taken_from_the_caller() -> None:

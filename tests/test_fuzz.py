@@ -72,8 +72,8 @@ def _valid_export() -> list[dict]:
             mem = AriadneMemory(d, Config(window_size=2), embedder=HashEmbedder())
             mem.add([Turn("Ana", "Ana likes kayaks."), Turn("Ana", "Ana lives in Porto."), Turn("Ana", "Pending.")],
                     user_id="ana")
-            _EXPORT.extend(mem.store.export_rows())
-            mem.store.close()
+            _EXPORT.extend(mem.storage.export_rows())
+            mem.close(flush=False)
     return [dict(r) for r in _EXPORT]
 
 
@@ -107,7 +107,7 @@ def test_hostile_import_never_wedges(data):
         mem = AriadneMemory(f"{d}/s", Config(window_size=2), embedder=HashEmbedder())
         mem.add(Turn("Zoe", "Zoe plays the cello."), user_id="zoe")
         mem.flush()
-        assert mem.entries("zoe") and not mem.store.pending()
+        assert mem.entries("zoe") and not mem.storage.pending()
         if imported:
             for user in mem.users():
                 mem.retrieve("kayaks?", user_id=user)
@@ -132,6 +132,6 @@ def test_repeated_ids_and_hostile_speakers_never_wedge(items):
                 pass
         mem.flush()
         s = mem.stats("u")
-        assert s["gate_kept"] + s["gate_dropped"] + s["quarantined"] == accepted and not mem.store.pending()
+        assert s["gate_kept"] + s["gate_dropped"] + s["quarantined"] == accepted and not mem.storage.pending()
         assert all("\n" not in (e.speaker or "") for e in mem.entries("u"))
         mem.close()

@@ -253,3 +253,82 @@ def test_import_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
     with pytest.raises(ImportError, match=r"ariadnemem\[langchain\]"):
         import ariadnemem_integrations.langgraph  # noqa: F401
+
+
+# ---------------------------------------------------------------------- filter semantics
+#: Values of items, and filters, where the adapter must agree with InMemoryStore.
+FILTER_VALUES = {
+    "a": {"kind": "note", "score": 3, "tags": ["x", "y"], "meta": {"lang": "en", "v": 2}},
+    "b": {"kind": "note", "score": 5.5, "tags": ["x"], "meta": {"lang": "fr", "v": 1}},
+    "c": {"kind": "todo", "score": "4", "tags": ["y", "x"], "meta": {"lang": "en", "v": 3}},
+    "d": {"kind": "todo", "score": 0, "tags": [], "meta": {"lang": "en", "v": "2"}},
+}
+FILTERS = [
+    {"kind": "note"},
+    {"kind": "note", "score": 3},
+    {"kind": "nothing"},
+    {"kind": {"$eq": "todo"}},
+    {"kind": {"$ne": "todo"}},
+    {"score": {"$gt": 3}},
+    {"score": {"$gte": 3}},
+    {"score": {"$lt": 4}},
+    {"score": {"$lte": 4}},
+    {"score": {"$gt": 0, "$lt": 5}},
+    {"score": {"$gte": "4"}},
+    {"tags": ["x", "y"]},
+    {"tags": ["x"]},
+    {"tags": []},
+    {"meta": {"lang": "en"}},
+    {"meta": {"lang": "en", "v": 3}},
+    {"meta": {"v": {"$gte": 2}}},
+    {"kind": "note", "meta": {"lang": "fr"}, "score": {"$ne": 3}},
+]
+
+
+@pytest.mark.parametrize("conditions", FILTERS, ids=[str(f) for f in FILTERS])
+def test_filters_match_like_in_memory_store(conditions: dict[str, Any]) -> None:
+    from ariadnemem_integrations.langgraph.filters import matches_filter
+
+    reference = InMemoryStore()
+    for key, value in FILTER_VALUES.items():
+        reference.put(("ns",), key, value)
+    expected = sorted(i.key for i in reference.search(("ns",), filter=conditions, limit=10))
+    assert sorted(k for k, v in FILTER_VALUES.items() if matches_filter(v, conditions)) == expected
+
+
+def test_filter_semantics_where_the_reference_raises() -> None:
+    from ariadnemem_integrations.langgraph.filters import matches_filter
+
+    # A missing or non-numeric value never meets an order comparison (InMemoryStore raises).
+    assert not matches_filter({}, {"score": {"$gt": 1}})
+    assert not matches_filter({"score": "high"}, {"score": {"$lte": 10}})
+    assert not matches_filter({"score": {"n": 1}}, {"score": {"$lt": 10}})
+    assert matches_filter({}, {"score": {"$ne": 1}}) and matches_filter({}, {"score": None})
+    assert not matches_filter({"meta": "en"}, {"meta": {"lang": "en"}})  # not a dict: no containment
+    assert not matches_filter({"tags": "xy"}, {"tags": ["x", "y"]})
+    with pytest.raises(ValueError, match=r"\$in"):
+        matches_filter({"kind": "note"}, {"kind": {"$in": ["note"]}})
+
+
+NAMESPACES = [("a",), ("a", "b"), ("a", "b", "c"), ("a", "x", "c"), ("z", "b"), ("z", "b", "c", "d")]
+
+
+@pytest.mark.parametrize(("prefix", "suffix"), [
+    (("a",), None), (("a", "b"), None), (("a", "*", "c"), None), (("*", "b"), None), (("q",), None),
+    (None, ("c",)), (None, ("b", "*")), (None, ("*", "c")), (("a",), ("c",)), (("a", "b", "c", "d", "e"), None),
+])
+def test_namespace_conditions_match_like_in_memory_store(prefix: tuple[str, ...] | None,
+                                                         suffix: tuple[str, ...] | None) -> None:
+    from langgraph.store.base import MatchCondition
+
+    from ariadnemem_integrations.langgraph.filters import matches_namespace
+
+    reference = InMemoryStore()
+    for ns in NAMESPACES:
+        reference.put(ns, "k", {"content": "x"})
+    expected = reference.list_namespaces(prefix=prefix, suffix=suffix, limit=100)
+    conditions = [MatchCondition("prefix", prefix)] if prefix else []
+    conditions += [MatchCondition("suffix", suffix)] if suffix else []
+    assert sorted(ns for ns in NAMESPACES if all(matches_namespace(c, ns) for c in conditions)) == sorted(expected)
+    with pytest.raises(ValueError, match="match type"):
+        matches_namespace(MatchCondition("infix", ("a",)), ("a",))  # type: ignore[arg-type]

@@ -230,3 +230,23 @@ def test_json_mode_can_be_switched_off(server: FakeOpenAIServer, monkeypatch: py
     assert client.json_mode is False and "answer" in client.complete_json(MSGS).data
     assert "response_format" not in server.requests[0]
     assert make_client(server, json_mode=True).json_mode is True
+
+
+def test_retry_after_is_honoured_and_capped() -> None:
+    """Tenacity's jitter has no notion of ``Retry-After``: the client waits the longer of
+    the two, capped at ``backoff_max``."""
+    from types import SimpleNamespace
+
+    from tenacity import RetryCallState
+
+    from ariadnemem_core.llm import _retry_after
+
+    def state(value: str | None) -> RetryCallState:
+        exc = Exception("429")
+        exc.response = SimpleNamespace(headers={} if value is None else {"retry-after": value})  # type: ignore[attr-defined]
+        return SimpleNamespace(outcome=SimpleNamespace(exception=lambda: exc))  # type: ignore[return-value]
+
+    assert _retry_after(state("3"), 20.0) == 3.0
+    assert _retry_after(state("300"), 20.0) == 20.0
+    assert _retry_after(state("soon"), 20.0) == 0.0
+    assert _retry_after(state(None), 20.0) == 0.0

@@ -72,6 +72,10 @@ def test_specific_values_are_never_low_information(minilm):
     # Switched off, or with the gate off (ablation), nothing is low-information.
     assert gating.low_information([thanks], minilm, cfg.replace(enable_low_info_gate=False)) == [False]
     assert gating.low_information([thanks], minilm, cfg.ablate("gating")) == [False]
+    # Its own ablation switches off this gate alone (``bench --ablate low_info_gate``).
+    alone = cfg.ablate("low_info_gate")
+    assert "low_info_gate" in Config.ABLATIONS and alone.enable_gating and not alone.enable_low_info_gate
+    assert gating.low_information([thanks], minilm, alone) == [False]
 
 
 def test_prototypes_are_embedded_once_per_embedder(minilm):

@@ -59,11 +59,13 @@ def test_another_users_message_is_never_drawn(make_memory) -> None:
     mem.flush()
     graph = mem.retrieve(QUESTION, user_id="u")
     assert _turns(graph) <= {"mine"}
-    assert all(e.user_id == "u" for e in mem.store.get([f.id for f in graph.facts]).values())
+    ids = {f.id for f in graph.facts}
+    assert set(mem.storage.get_many(ids, user_id="u")) == ids  # every fact is u's
 
 
 def _view(mem, user: str = "u") -> dict[str, tuple[list[str], np.ndarray]]:
-    turn_ids, entry_ids, mat = mem.store.message_index(Scope(user))
+    # The message view is the store's own index: read on the private store.
+    turn_ids, entry_ids, mat = mem._store.message_index(Scope(user))
     return {t: (sorted(ids), mat[i]) for i, (t, ids) in enumerate(zip(turn_ids, entry_ids, strict=True))}
 
 
@@ -127,10 +129,11 @@ def test_the_message_floor_shows_what_a_flat_search_would_show_first(make_memory
     mem.add(turns, user_id="u")
     mem.flush()
     question = "How did the trip to Lisbon go?"
-    q = read_question(question, Scope("u"), mem.store.known_persons("u"), mem.embedder, cfg)
-    hits = messages(mem.store, q, cfg, {})
+    # One read-path stage on its own: it takes the (private) store.
+    q = read_question(question, Scope("u"), mem._store.known_persons("u"), mem.embedder, cfg)
+    hits = messages(mem._store, q, cfg, {})
     pinned = sorted((h for h in hits if h.pin is not None), key=lambda h: h.pin)
     assert pinned and [h.pin for h in pinned] == list(range(len(pinned)))
     shown = {f.id for f in mem.retrieve(question, user_id="u").facts}
     assert {h.entry_id for h in pinned} <= shown  # the floor is shown, whatever the graph adds
-    assert not any(h.pin is not None for h in messages(mem.store, q, cfg.replace(message_floor=0.0), {}))
+    assert not any(h.pin is not None for h in messages(mem._store, q, cfg.replace(message_floor=0.0), {}))

@@ -68,12 +68,13 @@ def test_the_nameless_question_draws_its_own_candidates(make_memory) -> None:
     mem.flush()
     question = "What workshop did Caroline attend?"
     qvec, nameless = mem.embedder.embed([question, without_persons(question, {"caroline"})])
-    persons = mem.store.known_persons("u")
+    # One read-path stage on its own: it takes the (private) store.
+    persons = mem._store.known_persons("u")
 
     def drawn(*vectors) -> list[str]:
         q = Question(question, Scope("u"), vectors[0], *vectors[1:], known_persons=frozenset(persons))
-        ids = [h.entry_id for h in draw(mem.store, q, mem.config)["dense"]]
-        return [t for e in mem.store.get(ids, "u").values() for t in e.source_turn_ids]
+        ids = [h.entry_id for h in draw(mem._store, q, mem.config)["dense"]]
+        return [t for e in mem._store.get(ids, "u").values() for t in e.source_turn_ids]
 
     assert drawn(qvec) == ["f0"]  # one dense candidate: the name's
     assert sorted(drawn(qvec, nameless)) == ["ev", "f0"]  # and the nameless question's own

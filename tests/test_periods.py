@@ -69,9 +69,10 @@ def test_a_period_ends_before_the_first_moment_of_the_next(make_memory) -> None:
     assert period is not None
     qvec = mem.embedder.embed(["hobby"])[0]
     # The period's own candidates, before fusion: the one said at midnight of September is not one.
+    # One read-path stage on its own: it takes the (private) store.
     q = Question("Which hobby did Tim pick up in August 2023?", Scope("tim"), qvec, period=period)
-    hits = [h.entry_id for h in period_channel(mem.store, q, mem.config, {})]
-    assert [mem.store.get(hits, "tim")[i].source_turn_ids for i in hits] == [["aug"]]
+    hits = [h.entry_id for h in period_channel(mem._store, q, mem.config, {})]
+    assert [mem.get(i, user_id="tim").source_turn_ids for i in hits] == [["aug"]]
 
 
 def test_a_crowded_period_is_not_scanned(make_memory, monkeypatch) -> None:

@@ -50,11 +50,7 @@ def test_bridge_found_and_path_mined(make_memory):
     labels = {f.id: f.label for f in g.facts}
     line = f"{labels[ids['A']]} -> {labels[ids['B']]} -> {labels[ids['C']]}"
     assert "PATHS:" not in g.to_text()  # mined, not shown by default (Config.path_lines)
-    from ariadnemem_core.models import Scope
-    from ariadnemem_core.reasoning import build_evidence_graph
-
-    shown = build_evidence_graph(mem.store, mem.embedder, mem.config.replace(path_lines=True),
-                                 "Where are the painting lessons?", Scope("default"))
+    shown = mem.retrieve("Where are the painting lessons?", config=mem.config.replace(path_lines=True))
     assert f"PATHS:\n{line}" in shown.to_text()
 
 
@@ -160,7 +156,8 @@ def test_a_forked_fact_is_superseded_by_the_state_the_store_names(make_memory):
     ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
     known = {(e.src, e.dst) for e in mem.edges()}
     missing = [UpdateEdge(ids["w1"], ids[t]) for t in ("w2", "w3") if (ids["w1"], ids[t]) not in known]
-    mem.store.commit_window(WindowCommit(Scope("default"), edges=missing))
+    # Set-up: edges coarsening did not find, committed straight to the private store.
+    mem._store.commit_window(WindowCommit(Scope("default"), edges=missing))
     assert {(ids["w1"], ids["w2"]), (ids["w1"], ids["w3"])} <= {(e.src, e.dst) for e in mem.edges()}
     named = mem.get(ids["w1"]).superseded_by
     assert named in (ids["w2"], ids["w3"])

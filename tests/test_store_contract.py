@@ -43,7 +43,7 @@ def test_no_query_path_returns_another_users_rows(make_memory):
     _fill(mem, "bob", "Maya")
     _fill(mem, "alice", "Maya", agent_id="a2", session_id="s2")
     mem.add([turn("Maya", "A pending thought about climbing.", 9 * DAY, "bob-p")], user_id="bob")
-    store = mem.store
+    store = mem._store
     mine = {e.id for e in mem.entries("alice")}
     theirs = {e.id for e in mem.entries("bob")}
     assert mine and theirs and not mine & theirs
@@ -127,7 +127,7 @@ def test_lexical_ranking_matches_the_embedded_store(make_memory, minilm):
             user_id="alice")
     mem.flush()
     for query in ("climbing gym", "kickoff meeting friday", "runs running", "phone number", "café naïve"):
-        got = mem.store.lexical_search(Scope("alice"), query, 10)
+        got = mem._store.lexical_search(Scope("alice"), query, 10)
         expected = _sqlite_ranking(mem, query)
         assert [i for i, _ in got] == [i for i, _ in expected], query
         assert np.allclose([s for _, s in got], [s for _, s in expected], rtol=1e-6), query
@@ -170,10 +170,10 @@ def test_credentials_never_appear(pg, caplog):
     good = pg.replace("postgresql://postgres:@", f"postgresql://postgres:{secret}@")
     with AriadneMemory(good, embedder=HashEmbedder()) as mem:
         mem.add([turn("Maya", "hello there", 0)], user_id="u")
-        shown = [repr(mem.store), mem.location, mem.store.dense_location, json.dumps(mem.stats())]
+        shown = [repr(mem._store), mem.location, mem._store.dense_location, json.dumps(mem.stats())]
         with pytest.raises(StoreError) as closed_info:
             mem.close()
-            mem.store.entries(Scope("u"))
+            mem._store.entries(Scope("u"))
         shown.append(str(closed_info.value))
     assert all(secret not in s for s in shown) and "***" in mem.location
     assert secret not in caplog.text
@@ -206,13 +206,13 @@ def test_a_stale_window_is_rolled_back_not_written_twice(make_memory):
     """Two workers extracted the same pending turns: the second commit is refused whole."""
     mem = make_memory(config=Config(window_size=50), hashing=True)
     mem.add([turn("Maya", "I adopted a cat named Miso.", 0, "t1")], user_id="u")
-    rows = mem.store.pending(Scope("u"))
+    rows = mem._store.pending(Scope("u"))
     seqs = [seq for seq, _, _ in rows]
     mem.flush()
     entries = mem.entries("u")
     stale = dataclasses.replace(entries[0], id="e-stale")
     with pytest.raises(PendingConflict):
-        mem.store.commit_window(WindowCommit(Scope("u"), processed_pending=seqs, added=[stale]))
+        mem._store.commit_window(WindowCommit(Scope("u"), processed_pending=seqs, added=[stale]))
     assert [e.id for e in mem.entries("u")] == [e.id for e in entries]
 
 

@@ -212,7 +212,9 @@ JULY = datetime(2023, 7, 10, 12)
 
 
 def _reason(old: Entry, new: Entry, similarity: float, context: str = "") -> str | None:
-    return update_reason(old, new, similarity, Config(), Surroundings.of_text(context))
+    """``context``: the turn before, then (after the last newline) the new entry's own turn."""
+    before, _, own = context.rpartition("\n")
+    return update_reason(old, new, similarity, Config(), Surroundings([Entry("", own)], [Entry("", before)]))
 
 
 @pytest.mark.parametrize(("old", "new", "sim", "linked"), [

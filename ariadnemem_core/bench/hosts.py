@@ -122,7 +122,7 @@ def _check(location: str, embedder: str, acked: Sequence[str]) -> dict[str, Any]
     from ..memory import AriadneMemory
 
     with AriadneMemory(location, BENCH_CONFIG, embedder=_embedder(embedder)) as mem:
-        pending = sum(1 for _ in mem.store.pending())
+        pending = len(mem.storage.pending())
         mem.flush()
         seen: Counter[tuple[str, str]] = Counter()
         turns: set[str] = set()

@@ -55,14 +55,11 @@ def store_hybrid(mem: Any, user_id: str, query: str, query_vector: np.ndarray, k
     prices the same flat method on the storage AriadneMem uses, so the ratio isolates the
     cost of the graph stages from the cost of the storage engine.
     """
-    from ..models import Scope
-
-    scope = Scope(user_id)
     t0 = time.perf_counter()
-    dense = [i for i, _ in mem.store.dense_search(scope, np.asarray(query_vector)[None, :], pool)[0]]
-    lexical = [i for i, _ in mem.store.lexical_search(scope, query, pool)]
+    dense = [i for i, _ in mem.storage.dense_search(query_vector, pool, user_id=user_id)]
+    lexical = [i for i, _ in mem.storage.lexical_search(query, pool, user_id=user_id)]
     ids = [i for i, _ in rrf([dense, lexical])[:k]]
-    found = mem.store.get(ids, user_id)
+    found = mem.storage.get_many(ids, user_id=user_id)
     texts = [found[i].text for i in ids if i in found]
     ms = (time.perf_counter() - t0) * 1000.0
     return ids[: len(texts)], ms
@@ -94,7 +91,7 @@ def run_latency(path: str | Path, conversation: str | None = None, out: str | Pa
     stages: list[dict[str, float]] = []
     with progress_bar(progress) as prog, AriadneMemory(None, cfg, embedder=embedder, chroma_host=chroma_host,
                                                        chroma_port=chroma_port) as mem:
-        dense_index = "chroma server" if mem.store.remote else "embedded chromadb"
+        dense_index = "chroma server" if mem.storage.remote else "embedded chromadb"
         task = prog.add_task(f"ingest {conv.sample_id}", total=1)
         ingest_s = ingest_conversation(mem, conv)
         prog.advance(task)

@@ -23,9 +23,10 @@ from typing import Annotated
 
 import typer
 
-from . import mcp_cmd, memory_cmds
+from . import memory_cmds
 from ._common import handle_errors
 from .bench_cmds import bench_app
+from .plugins import add_plugin_commands
 
 app = typer.Typer(
     name="ariadnemem",
@@ -74,7 +75,8 @@ def demo(
 
 
 memory_cmds.register(app)
-app.command("mcp")(handle_errors(mcp_cmd.mcp))
+# Commands of other installed packages (``ariadnemem mcp`` from ariadnemem_integrations).
+add_plugin_commands(app, taken={c.name for c in app.registered_commands if c.name} | {"bench"})
 app.add_typer(bench_app, name="bench")
 
 

@@ -52,7 +52,8 @@ def locomo(
         "--conversations", help="Sample ids, comma-separated (default: all).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/locomo"),
     ablate: Annotated[list[str] | None, typer.Option(
-        "--ablate", help="Extra systems with a component off: gating,coarsening,bridges,paths,fastpaths.")] = None,
+        "--ablate",
+        help="Extra systems with a component off: gating,low_info_gate,coarsening,bridges,paths,fastpaths.")] = None,
     store: Annotated[str | None, typer.Option(
         "--store", help="Keep each system's memory under DIR/<system> (reused by later runs), or in a "
                         "postgresql:// database (one schema per system).")] = None,
@@ -218,7 +219,7 @@ def reliability(
     cases: Annotated[int, typer.Option("--cases", min=1, help="Hostile import cases.")] = 300,
     quiet: QuietOpt = False,
 ) -> None:
-    """Long turns, concurrent first opens, a slow-drip LLM server and hostile imports (offline)."""
+    """Long turns, concurrent first opens, dripping LLM servers, hostile imports and the review's attacks (offline)."""
     from ..bench.reliability import run_reliability
 
     res = run_reliability(out_dir, processes=processes, cases=cases, log=(lambda _: None) if quiet else print)
@@ -226,7 +227,8 @@ def reliability(
     print(f"long turns: CPU per character max/min {lt['max_over_min_per_char']}x; "
           f"opens: {co['opened_ok']}/{co['processes']} ok, nothing lost {co['nothing_lost']}; "
           f"drip: within deadline {sd['all_within_deadline_plus_1s']}; imports: {hi['outcomes']}, "
-          f"raw {hi['raw_exceptions']}, changed {hi['refused_imports_that_changed_the_store']}")
+          f"raw {hi['raw_exceptions']}, changed {hi['refused_imports_that_changed_the_store']}; "
+          f"attacks held {res['attacks']['held']}/{res['attacks']['total']}")
     print(f"wrote {Path(res['out']) / 'reliability.md'} and reliability.json")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import InvalidInputError
+from ..limits import load_json
 from ..models import Turn
 
 Format = Literal["auto", "jsonl", "json", "locomo"]
@@ -53,12 +54,7 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
             raise InputFileError("--conversation applies to LoCoMo files only")
         return [Batch(user_id, _jsonl_turns(raw, name), name)]
     if data is None:
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{name} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputFileError(f"{name}: JSON nested too deeply") from None
+        data = _loads(raw, name)
     if fmt == "locomo" or _looks_like_locomo(data):
         return _locomo_batches(data, name, user_id if user_given else None, conversations)
     if conversations:
@@ -85,8 +81,8 @@ def _sniff(path: Path, raw: str) -> tuple[Format, Any]:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             return ("jsonl" if exc.msg == "Extra data" else "json"), None
-        except RecursionError:
-            raise InputFileError(f"{path}: JSON nested too deeply") from None
+        except (RecursionError, ValueError):  # too deep, or an integer over 4,300 digits
+            return "json", None  # parsed again, and named, by the caller
         if isinstance(data, Mapping) and "turns" not in data and "conversation" not in data:
             return "jsonl", None  # one turn object
         return "json", data
@@ -98,14 +94,18 @@ def _jsonl_turns(raw: str, name: str) -> list[Turn]:
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{name} line {lineno}: invalid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputFileError(f"{name} line {lineno}: JSON nested too deeply") from None
+        item = _loads(line, f"{name} line {lineno}")
         turns.append(_turn(item, f"{name} line {lineno}"))
     return turns
+
+
+def _loads(raw: str, where: str) -> Any:
+    """The JSON in ``raw``; any parse failure (syntax, nesting too deep, an integer of
+    over 4,300 digits, which Python refuses with a bare ValueError) names ``where``."""
+    try:
+        return load_json(raw, where)
+    except InvalidInputError as exc:
+        raise InputFileError(str(exc).removeprefix("invalid ")) from None
 
 
 def _turn(item: Any, where: str) -> Turn:

@@ -119,7 +119,7 @@ def add(
             users[uid].update(entries=after["entries"], pending_turns=after.get("pending_turns", 0))
         summary = {"file": str(file), "turns": total, "seconds": round(seconds, 3),
                    "turns_per_s": round(total / seconds, 1) if seconds > 0 else None,
-                   "store": mem.location, "dense_index": mem.store.dense_location, "users": users}
+                   "store": mem.location, "dense_index": mem.storage.dense_location, "users": users}
     if as_json:
         emit_json(summary)
         return
@@ -331,7 +331,7 @@ def stats(
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         counters = mem.stats(user)
         users = mem.users()
-        info = {"store": mem.location, "dense_index": mem.store.dense_location}
+        info = {"store": mem.location, "dense_index": mem.storage.dense_location}
     if as_json:
         emit_json(info | {"user": user, "counters": counters, "users": users if user is None else None})
         return
@@ -369,6 +369,9 @@ def doctor(
             "users rebuilt": report["rebuilt_users"], "quarantined in total": len(report["quarantined"])})
         for q in report["quarantined"]:
             say(out, Text(f"quarantined {q['kind']} {q['ref']} (user {q['user_id']}): {q['reason']}"))
+        if report.get("dense_damaged"):
+            out.print(f"dense index was damaged ({report['dense_damaged']}); rebuilt from the records: "
+                      f"{report.get('dense_rebuilt', 0)} entries re-indexed")
     if check_only and problems:
         raise typer.Exit(1)
 

@@ -24,12 +24,11 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
 from .. import text as lex
-from ..errors import LLMError
+from ..errors import LLMError, LLMTimeoutError
 from ..llm import LLMClient, LLMResponse, system_user
 from ..models import Entry, Turn, new_id
 from ..text import WEEKDAY_TITLES
@@ -287,7 +286,7 @@ class LLMExtractor:
 
     ``client``: an :class:`LLMClient` (default: :meth:`LLMClient.from_env`, and an
     :class:`LLMError` if no LLM is configured). ``retries``: extra attempts after an
-    invalid or failed reply. ``concurrency``: windows in flight in :meth:`extract_many`.
+    invalid or failed reply.
     ``max_tokens``: completion budget per window (default: grows with the window, capped at
     ``max_tokens_cap`` so prompt + completion of a 20-turn window fit a 4k-context model).
     ``max_turns_per_call``: split larger windows into parts of this many turns, one call
@@ -295,20 +294,19 @@ class LLMExtractor:
     but stop after two or three entries of a 20-turn one (measured with a 1.5B model).
     """
 
-    def __init__(self, client: LLMClient | None = None, *, retries: int = 1, concurrency: int = 4,
+    def __init__(self, client: LLMClient | None = None, *, retries: int = 1,
                  max_tokens: int | None = None, max_tokens_cap: int = 2048,
                  max_turns_per_call: int | None = None) -> None:
         if client is None:
             client = LLMClient.from_env()
             if client is None:
                 raise LLMError("LLMExtractor needs an LLM: pass client= or set OPENAI_API_KEY / OPENAI_BASE_URL")
-        if retries < 0 or concurrency < 1:
-            raise ValueError("retries must be >= 0 and concurrency >= 1")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
         if max_turns_per_call is not None and max_turns_per_call < 1:
             raise ValueError("max_turns_per_call must be >= 1 or None")
         self.client = client
         self.retries = retries
-        self.concurrency = concurrency
         self.max_tokens = max_tokens
         self.max_tokens_cap = max_tokens_cap
         self.max_turns_per_call = max_turns_per_call
@@ -475,45 +473,6 @@ class LLMExtractor:
                 attempts.failed(exc)
         return self._fallback(turns, context)
 
-    @staticmethod
-    def _contexts(windows: Sequence[Sequence[Turn]],
-                  contexts: ExtractionContext | Sequence[ExtractionContext] | None) -> list[ExtractionContext]:
-        if contexts is None:
-            return [ExtractionContext() for _ in windows]
-        if isinstance(contexts, ExtractionContext):
-            return [contexts] * len(windows)
-        contexts = list(contexts)
-        if len(contexts) != len(windows):
-            raise ValueError(f"got {len(windows)} windows but {len(contexts)} contexts")
-        return contexts
-
-    def extract_many(self, windows: Sequence[Sequence[Turn]],
-                     contexts: ExtractionContext | Sequence[ExtractionContext] | None = None,
-                     *, concurrency: int | None = None) -> list[list[Entry]]:
-        """Entries per window, in input order, with at most ``concurrency`` calls in flight
-        (a thread pool over the sync client, so it also works inside a running event loop)."""
-        ctxs = self._contexts(windows, contexts)
-        if not windows:
-            return []
-        workers = max(1, min(concurrency or self.concurrency, len(windows)))
-        if workers == 1:
-            return [self.extract(w, c) for w, c in zip(windows, ctxs, strict=True)]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ariadnemem-extract") as pool:
-            return list(pool.map(self.extract, windows, ctxs))
-
-    async def aextract_many(self, windows: Sequence[Sequence[Turn]],
-                            contexts: ExtractionContext | Sequence[ExtractionContext] | None = None,
-                            *, concurrency: int | None = None) -> list[list[Entry]]:
-        """Async :meth:`extract_many` bounded by an asyncio semaphore."""
-        ctxs = self._contexts(windows, contexts)
-        sem = asyncio.Semaphore(max(1, concurrency or self.concurrency))
-
-        async def one(w: Sequence[Turn], c: ExtractionContext) -> list[Entry]:
-            async with sem:
-                return await self.aextract(w, c)
-
-        return list(await asyncio.gather(*(one(w, c) for w, c in zip(windows, ctxs, strict=True))))
-
 
 class _Attempts:
     """The prompts of one window's attempts, shared by the sync and async call loops:
@@ -526,14 +485,20 @@ class _Attempts:
         self.turns = turns
         self.context = context
         self.note = ""
+        self.timed_out = False
 
     def __iter__(self) -> Iterator[list[dict[str, str]]]:
         self.owner._bump("windows")
         for attempt in range(self.owner.retries + 1):
+            if self.timed_out:
+                # The call used its whole deadline: asking again would double the wait of
+                # the caller's ``add`` for the same outcome; the window falls back to rules.
+                return
             if attempt:
                 self.owner._bump("retries")
             yield build_messages(self.turns, self.context, self.note)
 
     def failed(self, exc: LLMError | InvalidExtraction) -> None:
         self.owner._note_error(exc)
+        self.timed_out = isinstance(exc, LLMTimeoutError)
         self.note = RETRY_NOTE.format(reason=str(exc)[:160], last_id=f"T{len(self.turns)}")

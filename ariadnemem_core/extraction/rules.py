@@ -8,11 +8,13 @@ embeds all new entries of a window in one batch and stamps the scope itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from .. import text as lex
+from ..limits import MAX_METADATA_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, bounded_list, split_text
 from ..models import Entry, Turn, new_id
 from . import grounding as g
 from .segment import Segment, segment
@@ -160,10 +162,12 @@ class RuleExtractor:
 
     One entry per turn, in input order: the memory gates each turn on its entries' vector
     and reuses these embeddings by text for an LLM extractor's output, so the entry text is
-    exactly :meth:`restate` of the turn (with the other party from :func:`other_party_for`).
+    exactly the turn's restatement (with the other party from :func:`other_party_for`).
     The restatement is lossless (every word of the turn is kept) but context-independent:
-    pronouns resolved to names, relative time grounded to absolute dates, an attached image
-    caption folded in, and the speaker named.
+    pronouns resolved to names ("I'm at the park with my kids" said by Melanie becomes
+    "Melanie is at the park with Melanie's kids"), relative time grounded to absolute
+    dates, an attached image caption folded in (" [shared image: ...]"), and the speaker
+    named ("Caroline: That's awesome!" when the grounded text does not name her).
 
     ``split_sentences=True`` instead gives one entry per content sentence (a sentence that
     opens on "it"/"that"/... stays with the one before it; chit-chat sentences are left
@@ -192,18 +196,7 @@ class RuleExtractor:
             else:
                 out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=True))
             history.append(turn)
-        return out
-
-    def restate(self, turn: Turn, other_party: str | None, sentence: str | None = None) -> str:
-        """The context-independent text of a turn (or of one of its sentences).
-
-        "I'm at the park with my kids" said by Melanie becomes "Melanie is at the park with
-        Melanie's kids"; "Caroline:" is prefixed when the grounded text does not name the
-        speaker ("Caroline: That's awesome!"); the caption of an attached image is appended
-        (whole turn only) as " [shared image: ...]".
-        """
-        text = lex.normalize_text(turn.text if sentence is None else sentence)
-        return self._restate(turn, text, other_party, whole_turn=sentence is None)[0]
+        return [part for e in out for part in _within_limits(e)]
 
     # ------------------------------------------------------------------ internals
     @staticmethod
@@ -372,3 +365,28 @@ class RuleExtractor:
         entry.metadata["segment"] = kind
         entry.metadata.pop("said", None)  # a block is shown as laid out above, never re-worded
         return entry
+
+
+def _within_limits(entry: Entry) -> list[Entry]:
+    """``entry`` within the limits every stored entry meets, split into consecutive
+    entries if its text outgrew the text limit.
+
+    A turn may be exactly at the limit, and restating it adds to it (the speaker prefix,
+    "I" grounded as the speaker's name): the pieces keep every word, where cutting would
+    lose the end and storing it whole would make an entry no import accepts. Keywords
+    longer than a name (a 200,000-character "word") are dropped, and the speaker's own
+    words (``said``) are kept only where they fit the metadata limit.
+    """
+    for name in ("keywords", "persons", "entities"):
+        items = [x for x in getattr(entry, name) if len(x) <= MAX_NAME_CHARS]
+        setattr(entry, name, bounded_list(items))
+    if len(entry.text) <= MAX_TEXT_CHARS and len(json.dumps(entry.metadata, ensure_ascii=False)) <= MAX_METADATA_CHARS:
+        return [entry]
+    if len(json.dumps(entry.metadata, ensure_ascii=False)) > MAX_METADATA_CHARS:
+        entry.metadata.pop("said", None)
+    pieces = split_text(entry.text)
+    entry.text = pieces[0]
+    rest = [replace(entry, id=new_id("e-"), text=piece, metadata=dict(entry.metadata), keywords=list(entry.keywords),
+                    persons=list(entry.persons), entities=list(entry.entities),
+                    source_turn_ids=list(entry.source_turn_ids)) for piece in pieces[1:]]
+    return [entry, *rest]

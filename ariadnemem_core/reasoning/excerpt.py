@@ -16,11 +16,11 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ..text import words
 from ..tokens import count_tokens
 
 ELLIPSIS = " … "
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)")
-_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 @lru_cache(maxsize=65536)
@@ -36,7 +36,7 @@ def _stem(word: str) -> str:
 def query_terms(query: str, stopwords: Iterable[str] = ()) -> frozenset[str]:
     """The stemmed words of a question that can locate an answer (stopwords removed)."""
     stop = frozenset(stopwords)
-    return frozenset(_stem(w) for w in _WORD.findall(query) if w.lower() not in stop and len(w) > 1)
+    return frozenset(_stem(w) for w in words(query) if w not in stop and len(w) > 1)
 
 
 def units(text: str) -> list[str]:
@@ -47,7 +47,7 @@ def units(text: str) -> list[str]:
 
 
 def _score(unit: str, terms: frozenset[str]) -> int:
-    return len({_stem(w) for w in _WORD.findall(unit)} & terms)
+    return len({_stem(w) for w in words(unit)} & terms)
 
 
 #: Tokens a separator (" / " or " … ") costs between two parts, at most.
@@ -104,14 +104,14 @@ def _join(parts: list[str], chosen: list[int]) -> str:
 
 def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
     """The words around the first question word, grown until the token limit."""
-    words = text.split()
-    if not words:
+    tokens = text.split()
+    if not tokens:
         return ""
-    hit = next((i for i, w in enumerate(words) if {_stem(x) for x in _WORD.findall(w)} & terms), 0)
-    lo, hi = max(0, hit - 4 * max_tokens), min(len(words), hit + 4 * max_tokens)
+    hit = next((i for i, w in enumerate(tokens) if {_stem(x) for x in words(w)} & terms), 0)
+    lo, hi = max(0, hit - 4 * max_tokens), min(len(tokens), hit + 4 * max_tokens)
     # Estimated costs grow the window (a word is about one token per 4 characters), then
     # exact counts shrink it: a few tokenizer calls instead of one per word.
-    cost = [1 + len(w) // 4 for w in words[lo:hi]]
+    cost = [1 + len(w) // 4 for w in tokens[lo:hi]]
     budget = max_tokens - 2 * _SEP_TOKENS
     a = b = hit - lo  # inclusive window [a, b] in the slice
     used = cost[a]
@@ -127,13 +127,13 @@ def _window(text: str, terms: frozenset[str], max_tokens: int) -> str:
             grown = True
         if not grown:
             break
-    out = _wrap(words, lo + a, lo + b)
+    out = _wrap(tokens, lo + a, lo + b)
     while count_tokens(out) > max_tokens and b > a:
         excess = count_tokens(out) - max_tokens
         b = max(a, b - max(1, excess // 2)) if b > hit - lo else b
         if b == hit - lo and a < b:
             a += 1
-        out = _wrap(words, lo + a, lo + b)
+        out = _wrap(tokens, lo + a, lo + b)
     if count_tokens(out) > max_tokens:  # one enormous "word" (a URL, a base64 blob)
         out = _prefix(out, max_tokens)
     return out

@@ -26,20 +26,16 @@ from typing import Any
 
 from ..models import Scope
 from ..store import Store
-from ..text import stem
+from ..text import COUNTER_STOPWORDS, stem
+from ..text import words as text_words
 
 _COUNT_Q = re.compile(r"\bhow (?:many times|often)\b", re.I)
 _POSSESSIVE = re.compile(r"\b([A-Z][a-zA-Z-]+)(?:'s|’s)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)")
-_WORD = re.compile(r"[a-z0-9]+")
 #: What may precede the possessive in a look-up question, and what may follow the attribute.
 _LOOKUP_HEAD = re.compile(
     r"^\s*(?:(?:what|where|when|who|which|how)(?:'s|’s|\s+(?:is|are|was|were))|tell me|give me)"
     r"\s+(?:the\s+)?$", re.I)
 _LOOKUP_TAIL = re.compile(r"^\s*(?:now|these days|currently|again)?\s*[?.!]*\s*$", re.I)
-_STOP = frozenset(
-    "how many times often did does do has have had was were is are the a an to of in on at "
-    "for with and or been go went gone ever since so far total number what which when".split()
-)
 
 
 @dataclass(slots=True)
@@ -52,12 +48,12 @@ class FastPathResult:
 def counter_fast_path(store: Store, scope: Scope, query: str, known_persons: set[str]) -> FastPathResult | None:
     if not _COUNT_Q.search(query):
         return None
-    words = _WORD.findall(query.lower())
+    words = text_words(query)
     persons = [p for p in known_persons if p in words]
     if len(persons) != 1:
         return None
     person = persons[0]
-    terms = list(dict.fromkeys(stem(w) for w in words if w not in _STOP and w != person and len(w) > 1))
+    terms = list(dict.fromkeys(stem(w) for w in words if w not in COUNTER_STOPWORDS and w != person and len(w) > 1))
     if not terms:
         return None
     ids = store.mentions(scope.user_id, person, terms)

@@ -95,6 +95,7 @@ class SQLiteStore(Records, DenseIndex):
         #: Set when a dense write failed after its SQLite commit: the rows are safe (they
         #: carry ``indexed = 0``) and the next write or dense read reconciles first.
         self._dense_behind = False
+        self.dense_repairs = []
         self.path = Path(tempfile.mkdtemp(prefix="ariadnemem-")) if path is None else Path(path)
         self.dim = dim
         self._init_guard(lock_timeout)
@@ -114,7 +115,7 @@ class SQLiteStore(Records, DenseIndex):
             # is locked") when several processes create the same store at once. Once one
             # process has set the store up (the READY marker), opens take no lock at all.
             if self._set_up_or_ready(init.fileno()):
-                self._open(embedder_name)
+                self._open(embedder_name, ready=True)
             else:
                 self._open(embedder_name)
                 (self.path / READY_MARKER).touch()
@@ -145,12 +146,27 @@ class SQLiteStore(Records, DenseIndex):
             return ready.exists()  # it may have become ready just before we got the lock
         return True
 
-    def _open(self, embedder_name: str) -> None:
+    def _open(self, embedder_name: str, *, ready: bool = False) -> None:
+        records = self.path / DB_FILENAME
+        if ready:  # checked before connecting, which would create (or set up) an empty database
+            if not records.exists():
+                raise StoreError(_lost_records(records, "is missing"))
+            if records.stat().st_size == 0:  # a set-up records file holds at least its header page
+                raise StoreError(_lost_records(records, "is empty"))
         try:
             self._connect()
+            if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
+                raise StoreError(_lost_records(records, "is empty"))
             self._db.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        except BaseException as exc:
+            for handle in ("_db", "_lockfile"):
+                with suppress(Exception):
+                    getattr(self, handle).close()
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+                raise StoreError(_damaged_records(records, exc)) from exc
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            raise
         try:
             self._check_meta(embedder_name)
             if self.remote:
@@ -179,9 +195,10 @@ class SQLiteStore(Records, DenseIndex):
             path: a store directory.
 
         Returns:
-            True when the directory holds a store's records file.
+            True when the directory holds a store's records file, or the marker of a
+            store that was set up (its records lost: opening it then says so).
         """
-        return (Path(path) / DB_FILENAME).is_file()
+        return (Path(path) / DB_FILENAME).is_file() or (Path(path) / READY_MARKER).exists()
 
     # ------------------------------------------------------------------ writes
     def commit_window(self, commit: WindowCommit) -> None:
@@ -264,8 +281,11 @@ class SQLiteStore(Records, DenseIndex):
         Unreadable entries (broken fields, a vector of the wrong size or with NaN/Inf)
         and pending turns that are not valid turns are moved to the quarantine with their
         reason, and the dense index is rebuilt wherever it disagrees with the records
-        (index drift). Nothing is deleted: quarantined rows stay in the ``quarantine``
-        table.
+        (index drift). A damaged embedded dense index (chromadb cannot open or read it)
+        is moved aside to ``chroma.damaged`` and rebuilt from the records; this happens
+        at the first dense operation of any open too, so ``doctor`` may find it already
+        rebuilt, and says so. Nothing is deleted: quarantined rows stay in the
+        ``quarantine`` table.
 
         Args:
             repair: quarantine and rebuild (True) or only report (False).
@@ -273,17 +293,30 @@ class SQLiteStore(Records, DenseIndex):
         Returns:
             ``entries`` checked, ``bad_entries`` found (id, reason), ``bad_pending``
             found, the reconcile counts (``reindexed``, ``removed``, ``rebuilt_users``,
-            ``quarantined_now``), ``drifted_users``, every ``quarantined`` row and, after a
-            repair, how many ``messages`` the rebuilt message view holds.
+            ``quarantined_now``), ``drifted_users``, ``dense_damaged`` (what was wrong
+            with the dense index, or None) with ``dense_rebuilt`` (entries re-indexed),
+            every ``quarantined`` row and, after a repair, how many ``messages`` the
+            rebuilt message view holds.
         """
         bad = self.bad_entries()
         report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],
-                                  "drifted_users": self._drift()[1]}
+                                  "dense_damaged": None, "dense_rebuilt": 0}
+        try:
+            report["drifted_users"] = self._drift()[1]
+        except StoreError as exc:  # a damaged dense index: rebuilt from the records below
+            report["dense_damaged"] = str(exc)
+            report["drifted_users"] = []
+        if self.dense_repairs:  # found damaged (and rebuilt) by this process's first dense operation
+            report["dense_damaged"], report["dense_rebuilt"] = self.dense_repairs[-1]
+            if repair:
+                self.dense_repairs.clear()
         bad_pending = self.bad_pending()
         report["bad_pending"] = [list(b) for b in bad_pending]
         counts = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
         if repair:
             with self._write_guard():
+                if report["dense_damaged"]:
+                    report["dense_rebuilt"] = self.rebuild_dense()
                 if bad:
                     counts["quarantined"] += self.quarantine_entries(bad)
                 if bad_pending:
@@ -334,3 +367,19 @@ class SQLiteStore(Records, DenseIndex):
         if self._temp:
             shutil.rmtree(self.path, ignore_errors=True)
 
+
+def _lost_records(records: Path, state: str) -> str:
+    """Why a set-up store whose records file is gone is refused, and what to do."""
+    return (f"the records file {records} {state}, but this store was set up before (its set-up marker "
+            f"{records.parent / READY_MARKER} is there): opening it would start an empty memory over the "
+            "lost one, and the next write would make the loss final, so it is refused. The records are "
+            "the source of truth and the dense index cannot rebuild them (it holds vectors, not texts): "
+            f"restore {records.name} from a backup, or import an export into a new store. To start over "
+            "on purpose, move the directory away.")
+
+
+def _damaged_records(records: Path, exc: BaseException) -> str:
+    """Why a store whose records file SQLite cannot read is refused, and what to do."""
+    return (f"the records file {records} is damaged ({exc}); the store is refused rather than opened "
+            f"without its records. Restore {records.name} from a backup, or import an export into a new "
+            "store; the dense index is rebuilt from the records on the next open or `doctor`.")

@@ -15,6 +15,8 @@ share one server without ever reading each other's vectors.
 from __future__ import annotations
 
 import hashlib
+import logging
+import shutil
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
+log = logging.getLogger(__name__)
+
 #: Port ``chroma run`` listens on by default.
 DEFAULT_CHROMA_PORT = 8000
 #: A user with at most this many entries is searched exactly, over the vectors the records
@@ -43,6 +47,14 @@ EXACT_SEARCH_MAX = 5000
 #: Scopes whose vectors an exact search keeps in memory (least recently used first out;
 #: at most about 7.7 MB each), valid until the store's next write.
 VECTOR_CACHE_SCOPES = 8
+
+#: Where a damaged embedded index is moved by :meth:`DenseIndex.rebuild_dense` (the
+#: previous one replaced): kept for inspection, never read again.
+DAMAGED_DIRNAME = "chroma.damaged"
+
+
+class DenseUnreadable(StoreError):
+    """The embedded dense index cannot be opened or read (a damaged chromadb file)."""
 
 
 def collection_name(user_id: str, prefix: str = "") -> str:
@@ -65,6 +77,8 @@ class DenseIndex(Guarded):
     _collections: dict[str, Collection]
     _dense_behind: bool
     dim: int
+    #: (what was wrong, entries re-indexed) of each rebuild of a damaged index since open.
+    dense_repairs: list[tuple[str, int]]
 
     if TYPE_CHECKING:  # provided by Records (the two are mixed into Store)
         def bad_entries(self, *, only_unindexed: bool = False,
@@ -117,7 +131,8 @@ class DenseIndex(Guarded):
                 settings=Settings(anonymized_telemetry=False, allow_reset=False),
             )
         except Exception as exc:
-            raise StoreError(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
+            _forget_system(str(self.path / "chroma"))
+            raise DenseUnreadable(f"cannot open the dense index at {self.path / 'chroma'}: {exc}") from exc
 
     def _ensure_reconciled(self) -> None:
         """Reconcile once, before this process's first dense operation (see :meth:`reconcile`)."""
@@ -128,6 +143,16 @@ class DenseIndex(Guarded):
             # on_open: no write lock unless repairs are due, and none at all if a stopped
             # writer holds it (the repairs then wait for the next write).
             self.reconcile(on_open=True)
+        except DenseUnreadable as exc:
+            # Derived data: rebuilt from the records (under the write lock) rather than
+            # failing every read and write until someone deletes the folder by hand.
+            log.warning("%s; rebuilding it from the records (the damaged one is kept as %s)", exc,
+                        DAMAGED_DIRNAME)
+            try:
+                self.dense_repairs.append((str(exc), self.rebuild_dense()))
+            except BaseException:
+                self._reconciled = False
+                raise
         except BaseException:
             self._reconciled = False
             raise
@@ -159,6 +184,38 @@ class DenseIndex(Guarded):
         _close_client(self._chroma)
         self._chroma = self._open_chroma()
 
+
+    def rebuild_dense(self) -> int:
+        """Move the embedded dense index aside (``chroma.damaged``) and rebuild it from
+        the records; returns how many entries were indexed.
+
+        Why a move, not a repair: the index is derived data (every vector is also in
+        SQLite), and a damaged chromadb file fails every read and write of the store.
+        Server mode has no folder to move: its collections are dropped and re-created.
+        """
+        with self._write_guard():
+            with self._lock:
+                if self.remote:
+                    for (user_id,) in self._read("SELECT DISTINCT user_id FROM entries"):
+                        with suppress(Exception):
+                            self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
+                else:
+                    _close_client(self._chroma)
+                    self._chroma = None
+                    folder = self.path / "chroma"
+                    _forget_system(str(folder))
+                    if folder.exists():
+                        aside = self.path / DAMAGED_DIRNAME
+                        shutil.rmtree(aside, ignore_errors=True)
+                        folder.rename(aside)
+                self._collections.clear()
+            with self._tx() as db:
+                db.execute("UPDATE entries SET indexed = 0")
+                db.execute("DELETE FROM tombstones")
+            self._reconciled = True  # the reconcile below is this process's first
+            report = {"reindexed": 0, "removed": 0, "rebuilt_users": 0, "quarantined": 0}
+            self._reconcile(report)
+        return report["reindexed"]
 
     def _drift(self) -> tuple[bool, list[str]]:
         """(tombstones or unindexed rows exist, users whose vector count differs)."""
@@ -376,6 +433,21 @@ class DenseIndex(Guarded):
         """Vectors the dense index holds for ``user_id`` (equals its entry count once reconciled)."""
         with self._lock, self._dense("count vectors"):
             return int(self._collection(user_id).count())
+
+def _forget_system(persist_directory: str) -> None:
+    """Drop chromadb's cached system for one folder. chromadb keeps one system per path
+    for the whole process, even one whose start failed, so every later client of that
+    path would get the broken one; its only public reset (``clear_system_cache``) would
+    drop every other store's too."""
+    with suppress(Exception):
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        system = SharedSystemClient._identifier_to_system.pop(persist_directory, None)
+        SharedSystemClient._identifier_to_refcount.pop(persist_directory, None)
+        if system is not None:
+            with suppress(Exception):
+                system.stop()
+
 
 def _close_client(client: ClientAPI | None) -> None:
     """Close a chromadb client we created, best effort (not every client type can close)."""

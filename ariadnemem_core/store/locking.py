@@ -23,11 +23,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from cachetools import LRUCache
 
 from ..errors import StoreError
 
@@ -101,7 +102,7 @@ class Guarded:
         self._stale = False
         # Read cache for the hot retrieval path, valid for one store generation: any
         # write, by this process or another, bumps the generation and empties it.
-        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._cache: LRUCache[tuple[Any, ...], Any] = LRUCache(maxsize=self.CACHE_SIZE)
         self._cache_gen = -1
 
     def _connect(self) -> None:
@@ -165,14 +166,14 @@ class Guarded:
                 yield self._db
                 self._db.execute("COMMIT")
                 self._gen = self._generation()
-            except BaseException:
+            except BaseException as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+                    raise StoreError(_write_failed(self.path / DB_FILENAME, exc)) from exc
                 raise
 
-    CACHE_SIZE = 4096
-
-    def _fresh_cache(self) -> OrderedDict[tuple[Any, ...], Any]:
+    def _fresh_cache(self) -> LRUCache[tuple[Any, ...], Any]:
         """The read cache, emptied first if any process wrote since it was filled."""
         gen = self._generation()
         if gen != self._cache_gen:
@@ -181,9 +182,7 @@ class Guarded:
         return self._cache
 
     def _remember(self, key: tuple[Any, ...], value: Any) -> Any:
-        self._cache[key] = value
-        if len(self._cache) > self.CACHE_SIZE:
-            self._cache.popitem(last=False)
+        self._cache[key] = value  # the least recently used entry leaves when full
         return value
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
@@ -192,8 +191,7 @@ class Guarded:
         with self._lock:
             cache = self._fresh_cache()
             if key in cache:
-                cache.move_to_end(key)
-                return cache[key]
+                return cache[key]  # marks it recently used
             return self._remember(key, compute())
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -202,3 +200,11 @@ class Guarded:
                 raise StoreError("the store is closed")
             return self._db.execute(sql, params).fetchall()
 
+
+def _write_failed(records: Path, exc: BaseException) -> str:
+    """A write the records file refused, said plainly (nothing of it was stored)."""
+    reason = str(exc)
+    if "readonly" in reason or "read-only" in reason:
+        return (f"cannot write to the store: its records file {records} is read-only ({reason}); nothing was "
+                "written. Reads still work; give this process write access to the file and its directory.")
+    return f"cannot write to the store's records file {records} ({type(exc).__name__}: {reason}); nothing was written"

@@ -561,6 +561,10 @@ class PostgresStore:
             params += [ts_range[0], ts_range[1]]
         return self._entries_where(where, params, "ORDER BY COALESCE(e.ts, 1e300), e.seq")
 
+    def dense_count(self, user_id: str) -> int:
+        """Vectors held for ``user_id``: its entries (the vectors are columns of them)."""
+        return self.count(Scope(user_id))
+
     def count(self, scope: Scope | None = None) -> int:
         if scope is None:
             return int(self._read("SELECT count(*) FROM entries")[0][0])

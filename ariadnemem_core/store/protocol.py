@@ -99,6 +99,9 @@ class Store(Protocol):
                           limit: int | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, timestamps and embeddings of the scope's entries with lo <= ts <= hi."""
 
+    def dense_count(self, user_id: str) -> int:
+        """Vectors the dense index holds for ``user_id`` (its entries, once caught up)."""
+
     def message_index(self, scope: Scope) -> tuple[list[str], list[list[str]], np.ndarray]:
         """The scope's message view: (turn ids, each message's entry ids, their mean vectors)."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,7 +27,7 @@ import numpy as np
 from ..errors import InvalidInputError, StoreError
 from ..limits import check_entry, load_json
 from ..models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
-from ..text import QUERY_STOPWORDS
+from ..text import QUERY_STOPWORDS, index_words
 from .locking import Guarded
 
 SCHEMA_VERSION = 1
@@ -171,7 +170,6 @@ ENTRY_COLUMNS = (
     "seq, id, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic, "
     "ts, first_ts, speaker, source_turn_ids, metadata, embedding"
 )
-_FTS_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def scope_token(kind: str, value: str) -> str:
@@ -183,7 +181,7 @@ def fts_query(text: str, max_terms: int = 32) -> str | None:
     """A safe FTS5 MATCH expression: content words quoted and OR-ed (None if none)."""
     words: list[str] = []
     seen: set[str] = set()
-    for word in _FTS_WORD.findall(text.lower()):
+    for word in index_words(text):
         if word in QUERY_STOPWORDS or word in seen:
             continue
         seen.add(word)
@@ -465,11 +463,6 @@ class Records(Guarded):
                  for i, t in enumerate(last)],
             )
         self._bump(db, scope.user_id, commit.stats)
-
-    def bump_stats(self, user_id: str, deltas: dict[str, int]) -> None:
-        """Add ``deltas`` to the user's counters (see :data:`STAT_KEYS`)."""
-        with self._tx() as db:
-            self._bump(db, user_id, deltas)
 
     @staticmethod
     def _bump(db: sqlite3.Connection, user_id: str, deltas: dict[str, int]) -> None:

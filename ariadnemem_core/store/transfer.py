@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..errors import InvalidInputError, StoreError
-from ..limits import _SURROGATE, MAX_TEXT_CHARS, check_entry, check_int, check_name
+from ..limits import MAX_TEXT_CHARS, SURROGATE, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
 from .records import SCHEMA_VERSION
 
@@ -107,7 +107,10 @@ def _name(row: dict[str, Any], key: str, where: str, *, optional: bool = False) 
         return None
     if not isinstance(value, str) or not value:
         raise InvalidInputError(f"{where}.{key}", f"expected {_STR}, got {value!r:.40}")
-    return check_name(value, f"{where}.{key}")
+    check_name(value, f"{where}.{key}")
+    # Verbatim, as ``add`` stores ids: normalizing whitespace here moved a user's counters
+    # and edges to another user id than its entries.
+    return value
 
 
 def _number(row: dict[str, Any], key: str, where: str, *, optional: bool = False) -> float | None:
@@ -160,7 +163,7 @@ def _check_mention(row: dict[str, Any], where: str) -> tuple[Any, ...]:
 
 def _check_attribute(row: dict[str, Any], where: str) -> tuple[Any, ...]:
     value = _field(row, "value", where)
-    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or _SURROGATE.search(value):
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or SURROGATE.search(value):
         raise InvalidInputError(f"{where}.value", "expected a string of valid Unicode within the text limit")
     return (_name(row, "user_id", where), _name(row, "subject", where), _name(row, "attribute", where), value,
             _name(row, "entry_id", where), _number(row, "ts", where, optional=True))

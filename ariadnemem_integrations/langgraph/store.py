@@ -16,6 +16,11 @@ namespace (after the prefix)       scope
 ``(user, "_", session)``           user and session, no agent
 =================================  ====================================
 
+``(user, "_")`` is refused as a namespace (it would be stored as ``(user,)``); as a
+search prefix it finds the sessions without agent. A ``put`` is gated and coarsened
+against its own scope only: the same fact under ``(user, "agentA")`` neither drops nor
+absorbs a ``put`` to ``(user,)``.
+
 What differs from a key-value store (``InMemoryStore``), by design:
 
 * ``put`` *adds*: the value's text (``content``, ``text`` or ``memory``, else its JSON)
@@ -60,9 +65,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
-# LangGraph's own matching rules for namespace conditions and value filters, so both
-# behave exactly as they do with InMemoryStore.
-from langgraph.store.memory import _compare_values, _does_match  # noqa: E402
+from .filters import matches_filter, matches_namespace  # noqa: E402
 
 #: The agent label of a namespace whose scope has a session but no agent.
 NO_AGENT = "_"
@@ -106,6 +109,11 @@ class AriadneMemStore(BaseStore):
             raise InvalidNamespaceError(
                 f"{what} must be prefix + (user[, agent[, session]]), got {ns} (prefix {self.prefix}): "
                 "the memory's scopes are user, agent and session")
+        if not partial and len(labels) == 2 and labels[1] == NO_AGENT:
+            # Stored as (user,): a get or delete on the namespace written would see nothing.
+            raise InvalidNamespaceError(
+                f"namespace {ns}: {NO_AGENT!r} stands for 'no agent' before a session only; "
+                f"write to {self.prefix + labels[:1]} for the user's memory without agent or session")
         agent = labels[1] if len(labels) > 1 and labels[1] != NO_AGENT else None
         session = labels[2] if len(labels) > 2 else None
         return Scope(labels[0], agent, session)
@@ -206,7 +214,7 @@ class AriadneMemStore(BaseStore):
         items = [self._item(ns, key, group, score, search=True) for ns, key, group, score in ranked
                  if ns[: len(prefix)] == prefix]
         if op.filter:
-            items = [it for it in items if all(_compare_values(it.value.get(k), v) for k, v in op.filter.items())]
+            items = [it for it in items if matches_filter(it.value, op.filter)]
         return items[op.offset: op.offset + op.limit]  # type: ignore[return-value]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -214,7 +222,7 @@ class AriadneMemStore(BaseStore):
         for user in self.memory.users():
             for e in self.memory.entries(user):
                 spaces.add(self.namespace_of(e))
-        found = sorted(ns for ns in spaces if all(_does_match(c, ns) for c in op.match_conditions or ()))
+        found = sorted(ns for ns in spaces if all(matches_namespace(c, ns) for c in op.match_conditions or ()))
         if op.max_depth is not None:
             found = sorted({ns[: op.max_depth] for ns in found})
         return found[op.offset: op.offset + op.limit]

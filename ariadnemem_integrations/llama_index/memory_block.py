@@ -20,15 +20,14 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
+from cachetools import LRUCache
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 
 from ariadnemem_core import EvidenceGraph
-from ariadnemem_core.tokens import count_tokens
 
 from .._compat import astore_turns, make_turn, scope_kwargs
 
@@ -55,7 +54,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
     )
     flush: bool = Field(default=True, description="Extract stored turns right away.")
 
-    _graphs: OrderedDict[str, EvidenceGraph] = PrivateAttr(default_factory=OrderedDict)
+    _graphs: LRUCache[str, EvidenceGraph] = PrivateAttr(default_factory=lambda: LRUCache(maxsize=_GRAPH_CACHE))
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = _latest_user_text(messages or [])
@@ -79,23 +78,20 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
         graph = self._graphs.get(content) if isinstance(content, str) and content else None
         if graph is None or tokens_to_truncate <= 0:
             return None if graph is None else content
-        target = count_tokens(content) - tokens_to_truncate
+        target = graph.token_count() - tokens_to_truncate  # content is graph.to_text()
         drop: set[str] = set()
         for group in graph.truncation_order():
             drop |= group
             if len(drop) >= len(graph.facts):
                 return None
             smaller = graph.without(drop)
-            if count_tokens(smaller.to_text()) <= target:
+            if smaller.token_count() <= target:
                 return self._remember(smaller)
         return None
 
     def _remember(self, graph: EvidenceGraph) -> str:
         text = graph.to_text()
-        self._graphs[text] = graph
-        self._graphs.move_to_end(text)
-        while len(self._graphs) > _GRAPH_CACHE:
-            self._graphs.popitem(last=False)
+        self._graphs[text] = graph  # the least recently used graph leaves when full
         return text
 
     def _scope(self) -> dict[str, Any]:

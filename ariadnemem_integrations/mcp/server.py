@@ -18,9 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ariadnemem_core import AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn
+from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn
+from ariadnemem_core.serialize import quote
 
 from .._compat import require
 
@@ -45,7 +46,10 @@ INSTRUCTIONS = (
 
 
 class TurnInput(BaseModel):
-    """One utterance to remember."""
+    """One utterance to remember (unknown fields are refused, as ``Turn.from_dict`` does:
+    put extras in ``metadata``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     speaker: str = Field(description="Who said it (a name: facts are written in the third person with it).")
     text: str = Field(description="What was said.")
@@ -100,11 +104,22 @@ class MemoryTools:
             added = self.memory.add(batch, **self._kw(scope))
         except InvalidInputError as exc:
             raise ToolError(str(exc)) from None
+        deferred: str | None = None
         if flush:
-            self.memory.flush()
+            try:
+                self.memory.flush()
+            except AriadneMemError as exc:
+                # The turns are stored (durable) before extraction: an error reply would
+                # make a client send them again, and store them twice.
+                deferred = f"{type(exc).__name__}: {exc}"
         counters = self.memory.stats(scope.user_id)
-        return {"added": added, "user_entries": counters.get("entries", 0),
-                "pending_turns": counters.get("pending_turns", 0)}
+        reply: dict[str, Any] = {"added": added, "user_entries": counters.get("entries", 0),
+                                 "pending_turns": counters.get("pending_turns", 0)}
+        if deferred:
+            reply["extraction_error"] = deferred
+            reply["note"] = ("the turns are stored: do not send them again; they are extracted on the next "
+                             "add_turns once the cause is fixed")
+        return reply
 
     def retrieve(self, scope: Scope,
                  query: Annotated[str, Field(description="The question or topic.")]) -> CallToolResult:
@@ -123,10 +138,13 @@ class MemoryTools:
             ans = self.memory.answer(question, **self._kw(scope))
         except InvalidInputError as exc:
             raise ToolError(str(exc)) from None
-        return {"answer": ans.text, "mode": ans.mode, "fact_ids": list(ans.fact_ids),
+        # Without an LLM the answer is stored text: quoted like retrieve's facts, so an
+        # instruction someone stored reads as data to the client's model.
+        return {"answer": ans.text if ans.mode == "llm" else quote(ans.text), "mode": ans.mode,
+                "fact_ids": list(ans.fact_ids),
                 "evidence": ans.graph.to_text() if ans.graph.facts else NO_MATCH,
                 "note": None if ans.mode == "llm" else
-                "no LLM configured on the server: extractive answer (the best matching stored fact)"}
+                "no LLM configured on the server: extractive answer (the best matching stored fact, quoted as data)"}
 
     def history(self, scope: Scope, entry_id: Annotated[str, Field(description=ENTRY_ID)]) -> dict[str, Any]:
         """The update chain through an entry, oldest state first."""
@@ -204,7 +222,10 @@ def _tool(tools: MemoryTools, name: str) -> Callable[..., Any]:
             user = kwargs.pop("user_id", None)
             agent = kwargs.pop("agent_id", None)
             session = kwargs.pop("session_id", None)
-            scope = Scope(user or scope.user_id, agent or scope.agent_id, session or scope.session_id)
+            try:
+                scope = Scope(user or scope.user_id, agent or scope.agent_id, session or scope.session_id)
+            except InvalidInputError as exc:  # the client's own argument: tell it why
+                raise ToolError(str(exc)) from None
         return method(scope, **kwargs)
 
     if tools.per_call_scope:

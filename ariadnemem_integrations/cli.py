@@ -1,8 +1,11 @@
-"""``ariadnemem mcp``: serve a memory to MCP clients (stdio, or streamable HTTP).
+"""Commands the integrations add to the ``ariadnemem`` command line.
 
-The server lives in ``ariadnemem_integrations.mcp`` and needs the optional ``mcp``
-package; it is imported only when this command runs, so the rest of the CLI works
-without it.
+``ariadnemem mcp`` serves a memory to MCP clients (stdio, or streamable HTTP). It is
+registered through the ``ariadnemem.cli`` entry-point group (see
+:mod:`ariadnemem_core.cli.plugins`), so the core CLI never imports this package. The
+server lives in :mod:`ariadnemem_integrations.mcp` and needs the optional ``mcp``
+package; it is imported only when the command runs, so listing the commands, and every
+other command, works without it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,18 @@ from typing import Annotated
 
 import typer
 
-from ._common import AgentOpt, HostOpt, PortOpt, SessionOpt, StoreOpt, UserOpt, err, fail, open_memory
+from ariadnemem_core import HashEmbedder
+from ariadnemem_core.cli.plugins import (
+    AgentOpt,
+    HostOpt,
+    PortOpt,
+    SessionOpt,
+    StoreOpt,
+    UserOpt,
+    err,
+    fail,
+    open_memory,
+)
 
 
 class EmbedderChoice(StrEnum):
@@ -62,17 +76,13 @@ def mcp(
     """
     address = _host_port(http) if http else None
     try:
-        from ariadnemem_integrations.mcp import create_server
+        from .mcp import create_server
     except ImportError as exc:
         raise fail(f"the MCP server needs the mcp package: pip install \"ariadnemem[mcp]\" ({exc})") from None
-    emb = None
-    if embedder is EmbedderChoice.hash:
-        from ..embedding import HashEmbedder
-
-        emb = HashEmbedder()
+    emb = HashEmbedder() if embedder is EmbedderChoice.hash else None
     llm = None
     if base_url or model:
-        from ..llm import LLMClient
+        from ariadnemem_core.llm import LLMClient
 
         llm = LLMClient(base_url=base_url, model=model)
     with open_memory(store, chroma_host, chroma_port, embedder=emb, llm=llm) as mem:
