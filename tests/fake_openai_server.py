@@ -258,7 +258,9 @@ def fake_client(server: FakeOpenAIServer, **kw: Any) -> Any:
     from ariadnemem_core.llm import LLMClient
 
     kw.setdefault("model", "fake-model")
-    kw.setdefault("timeout", 5.0)
+    # The timeout is a total deadline per call (retries included): a loaded machine can take
+    # seconds to answer even a local call, so only the tests about deadlines set a short one.
+    kw.setdefault("timeout", 30.0)
     kw.setdefault("max_retries", 1)
     kw.setdefault("backoff_initial", 0.01)
     kw.setdefault("backoff_max", 0.02)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ariadnemem_core import HashEmbedder, Turn
-from ariadnemem_core.bench.baselines import FlatIndex, format_turn_doc, fts_query, rrf
+from ariadnemem_core.bench.baselines import FlatIndex, format_turn_doc, fts_query
+from ariadnemem_core.reasoning.channels import rrf
 from ariadnemem_core.tokens import count_tokens
 
 T = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -38,7 +38,8 @@ def test_add_and_retrieve_never_crash(items, query):
         s = mem.stats()
         assert s["gate_kept"] + s["gate_dropped"] == accepted
         kept_ids = {t for e in mem.entries() for t in e.source_turn_ids}
-        assert len(kept_ids) == s["gate_kept"]
+        # Every kept turn has an entry; a gated repeat joins the provenance of what it repeats.
+        assert s["gate_kept"] <= len(kept_ids) <= accepted
         try:
             g = mem.retrieve(query)
         except InvalidInputError as exc:

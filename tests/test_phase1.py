@@ -27,7 +27,8 @@ def test_short_term_repetition_is_dropped(make_memory):
     mem.flush()
     s = mem.stats()
     assert s["gate_dropped"] == 1 and s["gate_kept"] == 1
-    assert covered(mem) == {"a1"}
+    # No second memory; the repeat's turn joins the provenance of the one it repeats.
+    assert covered(mem) == {"a1", "a2"} and len(mem.entries()) == 1
 
 
 def test_long_term_recurrence_passes_the_gate(make_memory):

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..models import Turn
+from ..reasoning.channels import K_RRF, rrf
 from ..tokens import count_tokens
 
 if TYPE_CHECKING:
     from ..embedding import Embedder
 
-#: RRF constant (Cormack et al. 2009; the usual default).
-K_RRF = 60
 #: Each list's depth fed into the fusion.
 FUSION_POOL = 50
 METHODS = ("bm25", "dense", "hybrid")
@@ -52,21 +51,6 @@ def fts_query(text: str) -> str | None:
     if not words:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-def rrf(rankings: Sequence[Sequence[str]], k_rrf: int = K_RRF) -> list[tuple[str, float]]:
-    """Reciprocal-rank fusion: ``score(d) = sum over lists of 1 / (k_rrf + rank)``, rank from 1.
-
-    Ties are broken by the best single rank, then by first appearance (deterministic).
-    """
-    scores: dict[str, float] = {}
-    best: dict[str, int] = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k_rrf + rank)
-            best[doc] = min(best.get(doc, rank), rank)
-    order = {doc: i for i, doc in enumerate(scores)}
-    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], order[kv[0]]))
 
 
 @dataclass(slots=True)

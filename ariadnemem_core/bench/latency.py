@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
-from .baselines import FUSION_POOL, FlatIndex, rrf
+from ..reasoning.channels import rrf
+from .baselines import FUSION_POOL, FlatIndex
 from .ingest import fresh_embedder, ingest_conversation, set_torch_threads, warm_embedder
 from .locomo import load_locomo
 from .metrics import mean, peak_rss, percentile

@@ -20,8 +20,8 @@ of search is one more function here and one more ``Config`` entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -94,8 +94,6 @@ def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[H
 #: Depth of each of the message channel's two rankings fed into its rank fusion (as the
 #: flat hybrid baseline: reciprocal-rank fusion of the top 50 by cosine and by BM25).
 MESSAGE_POOL = 50
-#: Reciprocal-rank fusion constant (Cormack et al. 2009; the flat baseline's).
-K_RRF = 60
 
 
 def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list[Hit]]) -> list[Hit]:
@@ -127,7 +125,7 @@ def messages(store: Store, q: Question, config: Config, drawn: Mapping[str, list
     top_lex = max(lex.values(), default=0.0) or 1.0
     k = min(MESSAGE_POOL, len(turn_ids))
     dense_rows = sorted(np.argpartition(-sims, k - 1)[:k].tolist(), key=lambda i: (-sims[i], i))
-    flat = _rrf([dense_rows, list(lex)])
+    flat = [row for row, _ in rrf([dense_rows, list(lex)])]
     members = store.get({e for i in flat for e in entry_ids[i]}, q.scope.user_id, cached=True)
     room = (config.token_budget - overhead_cost()) * config.message_floor
     used = 0
@@ -154,15 +152,33 @@ def _flat_cost(message: list[Entry]) -> int:
     return count_tokens(f"[{day}] {first.speaker or ''}: {words}")
 
 
-def _rrf(rankings: list[list[int]]) -> list[int]:
-    """Reciprocal-rank fusion of rankings (rank from 1); ties by best single rank."""
-    score: dict[int, float] = {}
-    best: dict[int, int] = {}
+#: Reciprocal-rank fusion constant (Cormack et al. 2009; the usual default).
+K_RRF = 60
+_T = TypeVar("_T", bound=Hashable)
+
+
+def rrf(rankings: Sequence[Sequence[_T]], k_rrf: int = K_RRF) -> list[tuple[_T, float]]:
+    """Reciprocal-rank fusion: ``score(d) = sum over lists of 1 / (k_rrf + rank)``, rank from 1.
+
+    Ties are broken by the best single rank, then by first appearance (deterministic).
+    The flat hybrid baseline ranks raw messages with it; the message floor ranks the
+    message view with it, so the floor shows what that baseline would.
+
+    Args:
+        rankings: lists of items, best first.
+        k_rrf: the fusion constant.
+
+    Returns:
+        ``(item, fused score)``, best first.
+    """
+    scores: dict[_T, float] = {}
+    best: dict[_T, int] = {}
     for ranking in rankings:
-        for rank, row in enumerate(ranking, start=1):
-            score[row] = score.get(row, 0.0) + 1.0 / (K_RRF + rank)
-            best[row] = min(best.get(row, rank), rank)
-    return sorted(score, key=lambda r: (-score[r], best[r], r))
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k_rrf + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+    order = {doc: i for i, doc in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], order[kv[0]]))
 
 
 #: The channels, in the order fusion reads them: cosine channels first, then lexical,

@@ -129,3 +129,4 @@ def _blend(entries: Mapping[str, Entry], hits: list[Hit], q: Question, weight: f
     """The cosine hits re-scored with :func:`_cosine`, best first."""
     scored = [Hit(h.entry_id, _cosine(entries[h.entry_id].embedding, q, weight)) for h in hits if h.entry_id in entries]
     return sorted(scored, key=lambda h: -h.score)
+

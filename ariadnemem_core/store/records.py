@@ -583,16 +583,21 @@ class Records(Guarded):
 
     def lexical_search(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` BM25 matches (entry id, positive score) inside the scope."""
+        return self._fts_top("entries", "id", scope, query, k)
+
+    def _fts_top(self, table: str, key: str, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
+        """Top-``k`` BM25 matches of ``table`` (``entries`` or ``messages``) inside the scope:
+        (its ``key`` column, positive score)."""
         expr = fts_query(query)
         if expr is None:
             return []
         scope_expr = " AND ".join(f'scope : "{tok}"' for tok in _scope_filter_tokens(scope))
         # Top-k inside FTS5 first, then the join: joining before the LIMIT looked up the
-        # entry row of every match (thousands for a common word at 100k entries).
+        # row of every match (thousands for a common word at 100k entries).
         rows = self._read(
-            "SELECT e.id, f.score FROM (SELECT rowid, -bm25(entries_fts, 0.0, 1.0) AS score FROM entries_fts "
-            "WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts, 0.0, 1.0) LIMIT ?) f "
-            "JOIN entries e ON e.seq = f.rowid ORDER BY f.score DESC",
+            f"SELECT t.{key}, f.score FROM (SELECT rowid, -bm25({table}_fts, 0.0, 1.0) AS score FROM {table}_fts "
+            f"WHERE {table}_fts MATCH ? ORDER BY bm25({table}_fts, 0.0, 1.0) LIMIT ?) f "
+            f"JOIN {table} t ON t.seq = f.rowid ORDER BY f.score DESC",
             (f"{scope_expr} AND ({expr})", k),
         )
         return [(r[0], float(r[1])) for r in rows]
@@ -617,17 +622,7 @@ class Records(Guarded):
 
     def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
-        expr = fts_query(query)
-        if expr is None:
-            return []
-        scope_expr = " AND ".join(f'scope : "{tok}"' for tok in _scope_filter_tokens(scope))
-        rows = self._read(
-            "SELECT m.turn_id, f.score FROM (SELECT rowid, -bm25(messages_fts, 0.0, 1.0) AS score FROM messages_fts "
-            "WHERE messages_fts MATCH ? ORDER BY bm25(messages_fts, 0.0, 1.0) LIMIT ?) f "
-            "JOIN messages m ON m.seq = f.rowid ORDER BY f.score DESC",
-            (f"{scope_expr} AND ({expr})", k),
-        )
-        return [(r[0], float(r[1])) for r in rows]
+        return self._fts_top("messages", "turn_id", scope, query, k)
 
     def rebuild_messages(self, user_id: str | None = None) -> int:
         """Derive the message view again from the entries (all users, or one); returns
