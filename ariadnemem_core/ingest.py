@@ -70,6 +70,10 @@ class Ingestor:
             scope: whose pending turns.
             full_only: leave a partial last window pending (``add``) or not (``flush``).
         """
+        if full_only and len(self.store.pending(scope)) < self.config.window_size:
+            # No full window: nothing to claim (a server backend's claim is two round
+            # trips). The add that completes a window sees every turn committed before it.
+            return
         for _ in range(MAX_CONFLICT_RETRIES):
             try:
                 # A backend shared by several hosts lets one worker at a time extract a

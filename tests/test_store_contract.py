@@ -355,3 +355,19 @@ def _acked_then_restart(url: str, restart) -> list[str]:
             break
     proc.wait(timeout=60)
     return acked
+
+
+async def test_async_calls_share_one_store(make_memory):
+    """The async facade (threads underneath) on either backend: concurrent adds and
+    retrievals of two users see exactly their own memories."""
+    import asyncio
+
+    mem = make_memory(config=Config(window_size=2), hashing=True)
+    await asyncio.gather(*(mem.aadd([turn("Maya", f"I planted {n} tulips in the garden.", n, f"{u}|{n}")],
+                                    user_id=u) for u in ("ann", "ben") for n in range(6)))
+    await asyncio.to_thread(mem.flush)
+    graphs = await asyncio.gather(*(mem.aretrieve("How many tulips did Maya plant?", user_id=u)
+                                    for u in ("ann", "ben")))
+    for user, graph in zip(("ann", "ben"), graphs, strict=True):
+        assert graph.facts
+        assert all(t.startswith(user + "|") for f in graph.facts for t in f.source_turn_ids)
