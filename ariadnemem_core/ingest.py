@@ -251,12 +251,14 @@ class Ingestor:
         """Add each gated repeat's turn id to the provenance of the memory it repeats (a
         stored entry, or the entries of the window's turn it repeats)."""
         window = [*commit.added, *commit.merged]
-        stored_ids = {near for near in echoes.values() if not any(near in e.source_turn_ids for e in window)}
+        # The caller's ids, as the window's entries carry them (a repeat of a stored
+        # memory names that entry's id, which has no alias).
+        pairs = [(aliases.get(turn_id, turn_id), aliases.get(near, near)) for turn_id, near in echoes.items()]
         found = {e.id: e for e in commit.merged}
-        found.update(self.store.get([i for i in stored_ids if i not in found], scope.user_id))
-        for turn_id, near in echoes.items():
-            turn_id = aliases.get(turn_id, turn_id)
-            near = aliases.get(near, near)
+        in_window = {t for e in window for t in e.source_turn_ids}
+        stored_ids = {near for _, near in pairs if near not in found and near not in in_window}
+        found.update(self.store.get(stored_ids, scope.user_id))
+        for turn_id, near in pairs:
             targets = [e for e in window if near in e.source_turn_ids][:1] or (
                 [found[near]] if near in found else [])
             for target in targets:
