@@ -224,8 +224,14 @@ _LIGHT = frozenset(
 )
 #: A statement that asks: opens on a question word or an auxiliary other than a polite
 #: request's modal ("Can you move it to 7:15?" asks for a value, so it states one).
-_QUESTION = re.compile(r"^(?:\w+: )?(?:what|when|where|who|whom|whose|why|how|which|is|are|was|were|do|does|"
+_QUESTION = re.compile(r"^(?:[\w ]{1,24}: )?"
+                       r"(?:(?:hmm+|um+|uh+|ok(?:ay)?|so|well|oh|hey|yeah|right|also|and|but)[,.!]?\s+)*"
+                       r"(?:what|when|where|who|whom|whose|why|how|which|is|are|was|were|do|does|"
                        r"did|shall|should|have|has|had|any|anything)\b", re.I)
+#: A request to the other speaker ("Can the assistant review this?", "Could you explain ...").
+#: It asks for something; it states a value only when a change word governs one ("Can you
+#: move it to 7:15?").
+_REQUEST = re.compile(r"^(?:[\w ]{1,24}: )?(?:\w+,?\s+){0,2}(?:can|could|would|will) (?:you|the assistant)\b", re.I)
 #: A noun owned by someone ("Quinn's husband", "my mom"): the owner's relative is its subject.
 _OWNED = re.compile(r"(?:'s|\b(?:my|our|his|her|their|your))\s+([a-z]+)(?:\s+([a-z]+))?")
 #: The token stream slot detection reads (not a word tokenizer, see text.words): inner
@@ -446,7 +452,9 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         # question opening the entry asks too ("Has Audrey ever volunteered? It can be so
         # rewarding.").
         question=(text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text))
-                                                                or not set(values) - {"name"}))
+                                                                or not set(values) - {"name"}
+                                                                or (bool(_REQUEST.match(text))
+                                                                    and not _governed(original, named) - {"*"})))
         or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
             and m.group().endswith("?")),
         strong=strong,
@@ -480,8 +488,14 @@ _MARKUP = re.compile(r"```|'{3}|^\s*# |#{2,6} |\*\*|^\s*(?:[-*+]|\d+[.)]) |\|\s*
 _MAX_FACT_CHARS = 400
 
 
+#: A worked computation ("P = 4/52 = 1/13", "\\frac{3}{9}", "3 × (1/2)^2"): its numbers are
+#: steps of an exercise, not the value of anything the speaker holds. On a BEAM tune
+#: conversation of probability exercises, 11 of its 13 LINKs were between such statements.
+_COMPUTATION = re.compile(r"\d\s*[=≈×÷^]\s*[\d(\\]|[=≈]\s*\d+\s*/\s*\d|\\(?:frac|binom|times|cdot)|\\[\[(]")
+
+
 def _document(text: str) -> bool:
-    return len(text) > _MAX_FACT_CHARS or bool(_MARKUP.search(text))
+    return len(text) > _MAX_FACT_CHARS or bool(_MARKUP.search(text)) or bool(_COMPUTATION.search(text))
 
 
 #: Value types, or distinct values, from which a statement is a compound of several facts
@@ -652,17 +666,22 @@ class Surroundings:
     def __init__(self, turn: Sequence[Entry] = (), previous: Sequence[Entry] = ()) -> None:
         self._turn = tuple(turn)
         self._previous = tuple(previous)
+        # Only statements of brief turns lend a cue: a worked computation's "\\left(" or a
+        # document's "Updated" heading says nothing of a change, nor does one sentence of a
+        # long reply (on user-assistant chat these lent most false cues).
+        self._lending = tuple(e for t in (self._previous, self._turn) if len(t) <= _LENDING_TURN
+                              for e in t if not _document(e.text) and not _segment(e))
 
     @functools.cached_property
     def turn_strong(self) -> bool:
         """A change word governs a value in the own turn, a brief one (:data:`_LENDING_TURN`)."""
-        return len(self._turn) <= _LENDING_TURN and any(_profile(e).strong for e in self._turn)
+        return len(self._turn) <= _LENDING_TURN and any(_profile(e).strong for e in self._turn if e in self._lending)
 
     @functools.cached_property
     def strong(self) -> bool:
         """A change word governs a value in the turn before or in the own turn (brief ones)."""
         return self.turn_strong or (len(self._previous) <= _LENDING_TURN
-                                    and any(_profile(e).strong for e in self._previous))
+                                    and any(_profile(e).strong for e in self._previous if e in self._lending))
 
     @functools.cached_property
     def turn_slots(self) -> frozenset[str]:
@@ -672,7 +691,7 @@ class Surroundings:
     @functools.cached_property
     def ended(self) -> tuple[str, ...]:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
-        return tuple(c for e in (*self._previous, *self._turn) for c in _ended_clauses(_statement(e)))
+        return tuple(c for e in self._lending for c in _ended_clauses(_statement(e)))
 
     @property
     def turn_entries(self) -> tuple[Entry, ...]:
@@ -682,7 +701,7 @@ class Surroundings:
     @functools.cached_property
     def turn_ended(self) -> tuple[str, ...]:
         """Clauses of the own turn with an ending word."""
-        return tuple(c for e in self._turn for c in _ended_clauses(_statement(e)))
+        return tuple(c for e in self._lending if e in self._turn for c in _ended_clauses(_statement(e)))
 
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
@@ -699,12 +718,14 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
-_ENDED = re.compile(r"\b(?:closed|closing|left|quit|sold|cancel+ed|overbooked|double-booked|moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|(?<!get )(?<!got )(?<!getting )used to|"
+_ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
+                    r"moved out|fell through|"
+                    r"shut down|ended|broke up|retired|no longer|"
+                    r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
                     r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b", re.I)
 #: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
-_CLAUSE = re.compile(r"(?:,(?!\d)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
+_CLAUSE = re.compile(r"(?:,(?!\d)(?!\s\d{4}\b)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
 
 
 #: Words that measure a value rather than say what it is of: "50 minutes", "82 kg", "$35 a
@@ -724,21 +745,60 @@ _MEASURES = frozenset(stem(w) for w in (
 _RATE = re.compile(r"\bper\s+([a-z]+)|(?<=\d)\s*(?:[a-z]+\s+)?(?:a|an|each|every)\s+([a-z]+)")
 
 
+#: Slot words on each side of a value that say what it is *of*: "the first sprint now targets
+#: completion by March 31" (sprint, targets, completion), not the rest of a long sentence.
+_VALUE_REACH = 3
+#: Slot words up to which a value-less clause is a lead-in naming the attribute ("Small change
+#: for book club: we start at 6:30 now"); a longer one is another thought of a long statement.
+_LEAD_IN_SLOTS = 4
+
+
+def _near_values(clause: str, kind: str, p: _Profile, only: frozenset[str] | None) -> set[str]:
+    """Slot words within :data:`_VALUE_REACH` slot words of a value of ``kind`` in ``clause``
+    (of one of ``only``, in normal form, when given)."""
+    def mark(m: re.Match[str], k: str) -> str:
+        hit = k == kind and (only is None or _normal(k, m.group()) in only)
+        return " \x00 " if hit else " | "
+
+    marked = clause
+    for k, pattern in _TYPED_VALUES:
+        marked = pattern.sub(functools.partial(mark, k=k), marked)
+    if kind == "name":
+        for name in sorted(p.values.get("name", ()), key=len, reverse=True):
+            if only is None or name in only:
+                marked = re.sub(r"\b" + re.escape(name) + r"\b", " \x00 ", marked)
+    # The value's own attribute words are slot words of this clause; anything else (stopwords,
+    # light words, other values) is skipped, so the reach counts words that name things.
+    words = [stem(w.strip(".'").removesuffix("'s")) if w != "\x00" else w
+             for w in re.findall(r"\x00|[a-z0-9][a-z0-9'@.+-]*", marked)]
+    slots = [w for w in words if w == "\x00" or w in p.slots]
+    out: set[str] = set()
+    for i, w in enumerate(slots):
+        if w == "\x00":
+            out.update(x for x in slots[max(0, i - _VALUE_REACH):i + _VALUE_REACH + 1] if x != "\x00")
+    return out
+
+
 @functools.lru_cache(maxsize=8192)
 def _attribute_of(text: str, kind: str | None, persons: tuple[str, ...], entities: tuple[str, ...],
-                  location: str | None) -> frozenset[str]:
-    """What the values of ``kind`` in ``text`` are *of*: the slot words of the clauses holding
-    such a value or no value at all (a lead-in: "Small change for book club: we start at 6:30
-    now"), without units and rates ("Our total budget is $4,000 per person": total, budget;
-    "The flights came to $1,180 each": flight, came). A clause holding only other values is
-    about something else ("the Austin heat got to me" beside "living in Portland").
-    ``kind`` None: every clause (what the whole statement is about)."""
+                  location: str | None, only: frozenset[str] | None = None) -> frozenset[str]:
+    """What the values of ``kind`` in ``text`` are *of*: the slot words next to such a value
+    (:data:`_VALUE_REACH`) and those of a short value-less lead-in ("Small change for book
+    club: we start at 6:30 now"), without units and rates ("Our total budget is $4,000 per
+    person": total, budget; "The flights came to $1,180 each": flight, came). A clause holding
+    only other values is about something else ("the Austin heat got to me" beside "living in
+    Portland"), and so is the rest of a long sentence ("The user is trying to update the
+    resume to include the certification, like the user did on September 7": the date is of
+    what the user did, not of the resume). ``kind`` None: every clause (what the whole
+    statement is about). ``only``: the values (normal form) whose attribute is asked."""
     out: set[str] = set()
     for clause in _CLAUSE.split(text):
         p = _profile_of(clause, None, persons, entities, location)
-        if kind is None or kind in p.values or not p.values:
-            rates = {stem(w) for m in _RATE.findall(clause) for w in m if w}
+        rates = {stem(w) for m in _RATE.findall(clause) for w in m if w}
+        if kind is None or (not p.values and len(p.slots) <= _LEAD_IN_SLOTS):
             out |= p.slots - _UNITS - rates
+        elif kind in p.values:
+            out |= _near_values(clause, kind, p, only) - _UNITS - rates
     return frozenset(out)
 
 
@@ -747,8 +807,8 @@ def _rates(entry: Entry) -> frozenset[str]:
     return frozenset(stem(w) for m in _RATE.findall(_statement(entry)) for w in m if w)
 
 
-def _attribute(entry: Entry, kind: str | None) -> frozenset[str]:
-    return _attribute_of(_statement(entry), kind, tuple(entry.persons), tuple(entry.entities), entry.location)
+def _attribute(entry: Entry, kind: str | None, only: frozenset[str] | None = None) -> frozenset[str]:
+    return _attribute_of(_statement(entry), kind, tuple(entry.persons), tuple(entry.entities), entry.location, only)
 
 
 def _said(name: str, entry: Entry, shared: frozenset[str]) -> bool:
@@ -824,14 +884,16 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     own_strong = (pb.strong and ("*" in pb.governed or not changed or bool(pb.governed & set(changed)))) \
         or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in v.split()}))
     retracted = _retracted(pa, around.ended + _ended_clauses(_statement(new)), changed)
-    if co_true(old, new, changed=own_strong or bool(retracted)):
+    if co_true(old, new, changed=own_strong or bool(retracted)) or _replaced_elsewhere(old, new):
         return None
     shared = (pa.slots & pb.slots) - {stem(n) for n in names}
     # Cues of the entry's own sentence; the rest of its turn lends only strong ones
     # ("Plot twist: ..."), since "now" or "update" somewhere in a long turn says little.
     strong = own_strong or around.strong or bool(retracted)
-    # "my new number", "the new venue": "new" on the slot both statements share.
-    cued = strong or pb.weak or bool(pb.new_slots & shared)
+    # "my new number", "the new venue": "new" on the slot both statements share. "Now" or
+    # "new" marks the value of its own clause: "... won 2 awards, but now the user is
+    # wondering ..." says nothing new of the awards.
+    cued = strong or _marked_present(new, changed, shared)
     if pb.again and not strong:
         return None  # "again", "also", "another": one more of the kind, not a replacement
     if not own_strong and not around.strong:
@@ -860,6 +922,19 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
                           retracted=bool(retracted), cued=cued)
 
 
+def _marked_present(entry: Entry, kinds: list[str], shared: frozenset[str]) -> bool:
+    """Whether a clause of ``entry`` holding a value of a type in ``kinds`` (any clause when
+    ``kinds`` is empty) marks it as the present state: "now", "from now on", "currently",
+    or "new" on a slot word in ``shared`` ("the new daily quota of 1,200 calls")."""
+    for clause in _CLAUSE.split(_statement(entry)):
+        p = _profile_of(clause, None, tuple(entry.persons), tuple(entry.entities), entry.location)
+        if kinds and not set(kinds) & set(p.values):
+            continue
+        if p.weak or p.new_slots & shared:
+            return True
+    return False
+
+
 def _another_change(old: Entry, new: Entry, changed: list[str], shared: frozenset[str], *, own_strong: bool,
                     retracted: bool, strong: bool) -> bool:
     """Whether the changed value is not a replacement of the old one after all."""
@@ -885,6 +960,37 @@ def _another_change(old: Entry, new: Entry, changed: list[str], shared: frozense
         and _count(pb.values[kind] - pa.values[kind]) > 1
 
 
+#: A change that names the value it replaces: "moved from November 15 to November 22",
+#: "rescheduled from 3 PM to 5 PM", "switched from Microsoft Word to Scrivener".
+_CHANGED_FROM = re.compile(_CHANGE_VERB + r"\b(?: [\w'.,$-]+){0,6}? from ((?:[\w'.,:$%-]+ ?){1,4}?) "
+                           r"(?:to|into|until|till) ", re.I)
+
+
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def _replaced_elsewhere(old: Entry, new: Entry) -> bool:
+    """Whether ``new`` names the value it replaces and ``old`` does not state it: the change
+    is of another statement ("the book launch moved from November 15 to November 22" does not
+    replace "the festival on September 22"). Values are compared in their normal form."""
+    text = _statement(new)
+    said = _statement(old)
+    olds = _profile(old).values
+    for m in _CHANGED_FROM.finditer(text):
+        named = _profile_of(m.group(1), None, (), tuple(new.entities), None).values
+        typed = {k: v for k, v in named.items() if k != "name"}
+        if typed:
+            if not any(v & olds.get(k, frozenset()) for k, v in typed.items()):
+                return True
+        elif numbers := _NUMBER.findall(m.group(1)):
+            # a quantity with its unit glued on ("from 300KB to 180KB", "from 250ms")
+            if not {n.replace(",", "") for n in numbers} & {n.replace(",", "") for n in _NUMBER.findall(said)}:
+                return True
+        elif (word := m.group(1).strip(" .,")) and word[:1].isalpha() and word.lower() not in said:
+            return True
+    return False
+
+
 def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], similarity: float, config: Config, *,
                    own_strong: bool, retracted: bool, cued: bool) -> str | None:
     """A changed value of ``kind`` in statements sharing slot words ``shared``."""
@@ -898,7 +1004,10 @@ def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], si
     # weigh 82 kg" / "my weight is 78.5 kg now") at the same rate ("10 km a week" is not "a
     # 12 km hike"); a rate, a duration or a currency alone is not.
     measured = shared & _MEASURES if kind == "number" and cued and _rates(old) == _rates(new) else frozenset()
-    shared = shared & _attribute(old, None if own_strong and _brief(pa) else kind) & _attribute(new, kind)
+    # The new side is read next to the values it brings (not the ones it repeats: "the flight
+    # is booked for August 20" beside "orientation on September 2" is about the orientation).
+    brought = pb.values[kind] - pa.values[kind]
+    shared = shared & _attribute(old, None if own_strong and _brief(pa) else kind) & _attribute(new, kind, brought)
     if not shared and not retracted and not measured:
         return None
     if kind == "name" and len(shared) < 2 and not (_brief(pa) and _brief(pb)) and not retracted:
@@ -914,7 +1023,10 @@ def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], si
         # A statement of many values (a plan, a progress report) changes one of them only
         # when a change word governs it ("moved the call to April 22 at 11 AM"): "now" or
         # a close wording does not say which value is new.
-        return f"{kind} changed, shared slot, governed" if own_strong or retracted else None
+        # A cue that says a change by itself ("rescheduled", "correction") says which value
+        # changed only in a statement of one value ("Flight got delayed, now landing at 7:10").
+        governs = own_strong and (bool(pb.governed & set(changed_types(old, new))) or not _compound(pb))
+        return f"{kind} changed, shared slot, governed" if governs or retracted else None
     if cued:
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
     if not (_brief(pa) and _brief(pb)):

@@ -582,3 +582,66 @@ def test_a_forked_store_shows_one_truth(make_memory, tmp_path) -> None:
     assert graph.fact(budget.id).superseded_by == cut.id
     latest = [line for line in graph.to_text().splitlines() if "(latest)" in line]
     assert len(latest) == 1 and "$3,200" in latest[0]
+
+
+def test_a_value_is_of_the_words_next_to_it() -> None:
+    """In a long statement the attribute of a value is what is said next to it, not every word
+    of the sentence: a date the user gives for something else does not supersede a deadline."""
+    deadline = _e("a", "The user has a deadline of May 2 for the first sprint, which covers the login page and the "
+                       "settings screen of the mobile app.", speaker="user", turn="t1")
+    moved = _e("b", "The user is updating the project plan to reflect the new sprint deadline of May 6, but is "
+                    "unsure how to adjust the board.", speaker="user", turn="t2")
+    other = _e("c", "The user is updating the project plan for the mobile app and the login page, since the design "
+                    "review happened on May 6 with the whole team.", speaker="user", turn="t3")
+    assert _reason(deadline, moved, 0.6) is not None
+    assert _reason(deadline, other, 0.6) is None
+
+
+def test_a_change_that_names_its_old_value_replaces_only_that_value() -> None:
+    """"moved from X to Y" names what is replaced: a statement of another value is not it."""
+    launch = _e("a", "user: The book launch is on November 15.", speaker="user", turn="t1")
+    festival = _e("b", "user: I am speaking at the festival on September 22.", speaker="user", turn="t2")
+    moved = _e("c", "user: The book launch got moved from November 15 to November 22.", speaker="user", turn="t3")
+    assert _reason(launch, moved, 0.7) is not None
+    assert _reason(festival, moved, 0.7) is None
+    limit = _e("d", "user: Images must stay under 200KB each for the gallery.", speaker="user", turn="t4")
+    shrunk = _e("e", "user: ImageOptim reduced the gallery images from 300KB to 180KB.", speaker="user",
+                entities=("ImageOptim",), turn="t5")
+    assert _reason(limit, shrunk, 0.7) is None  # 300KB is what was replaced, not the 200KB limit
+
+
+def test_a_worked_computation_is_no_state() -> None:
+    """The numbers of an exercise are steps of it: neither side of an update."""
+    one = _e("a", "user: The chance of an ace is P = 4/52 = 1/13 for one card.", speaker="user", turn="t1")
+    two = _e("b", "user: Now the chance of two aces is 4C2 / 52C2 = 6/1326 for two cards.", speaker="user", turn="t2")
+    assert co_true(one, two) == "a document"
+    assert _reason(one, two, 0.8) is None
+
+
+def test_a_request_to_the_assistant_asks_unless_it_moves_a_value() -> None:
+    review = _e("a", "The user: Can the assistant review this page so it meets WCAG 2.1 AA?", speaker="user",
+                entities=("WCAG",), turn="t1")
+    again = _e("b", "The user: Can the assistant review this code for the peer review on April 15?", speaker="user",
+               turn="t2")
+    assert _reason(review, again, 0.7) is None
+    call = _e("c", "user: The call with the vendor is at 2 pm on Friday.", speaker="user", turn="t3")
+    move = _e("d", "user: Can you move the call with the vendor to 4 pm?", speaker="user", turn="t4")
+    assert _reason(call, move, 0.7) is not None
+    hmm = _e("e", "hmm, so how do I get an alert when the error rate goes above 40%?", speaker="user", turn="t5")
+    now = _e("f", "user: The error rate is now below 35% after the fix.", speaker="user", turn="t6")
+    assert _reason(hmm, now, 0.6) is None  # a question states no value to replace
+
+
+def test_long_replies_and_computations_lend_no_cue() -> None:
+    """A change word somewhere in a long reply, or "\\left(" in a formula, vouches for nothing."""
+    old = _e("a", "user: The team has 8 engineers.", speaker="user", turn="t1")
+    new = _e("b", "user: The team has 10 engineers.", speaker="user", turn="t3")
+    reply = [_e(f"r{i}", text, speaker="assistant", turn="t2") for i, text in enumerate((
+        "assistant: First, we moved the standup to 10 am.", "assistant: Then list the steps.",
+        "assistant: Check the logs.", "assistant: Run the tests.", "assistant: Deploy it."))]
+    assert Surroundings([new], reply).strong is False
+    formula = _e("f", r"user: \( d = \left( \frac{2b}{2} \right) \) left me confused", speaker="user", turn="t2")
+    assert Surroundings([new], [formula]).ended == ()
+    assert Surroundings([new], reply[:2]).strong is True  # a brief turn still lends its cue
+    assert update_reason(old, new, 0.6, Config(), Surroundings([new], reply)) is None  # no cue, not close
+    assert update_reason(old, new, 0.6, Config(), Surroundings([new], reply[:2])) is not None
