@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError
 from ..models import Entry, Scope
 from . import transfer
-from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, _close_client, collection_name
+from .dense import DEFAULT_CHROMA_PORT, DenseIndex, chroma_metadata, close_client, collection_name
 from .locking import DB_FILENAME
 from .opening import is_store_url, open_store, redact_url
 from .protocol import Store
 from .records import (
-    _SCHEMA,
+    SCHEMA,
     SCHEMA_VERSION,
     STAT_KEYS,
     PendingConflict,
@@ -157,7 +157,7 @@ class SQLiteStore(Records, DenseIndex):
             self._connect()
             if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
                 raise StoreError(_lost_records(records, "is empty"))
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
         except BaseException as exc:
             for handle in ("_db", "_lockfile"):
                 with suppress(Exception):
@@ -223,7 +223,7 @@ class SQLiteStore(Records, DenseIndex):
             try:
                 with self._dense("update metadata"):
                     col = self._collection(scope.user_id)
-                    col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+                    col.update(ids=[e.id for e in commit.merged], metadatas=[chroma_metadata(e) for e in commit.merged])
             except StoreError:
                 # Mark them for reconcile(), whose upsert carries the fresh metadata.
                 self.mark_unindexed([e.id for e in commit.merged])
@@ -361,7 +361,7 @@ class SQLiteStore(Records, DenseIndex):
             self._db.close()
             self._collections.clear()
             if self._injected is None:  # an injected client belongs to the caller
-                _close_client(self._chroma)
+                close_client(self._chroma)
             self._chroma = None
             self._lockfile.close()
         if self._temp:
