@@ -94,6 +94,11 @@ def mine_paths(d: nx.DiGraph[str], entries: dict[str, Entry], scores: dict[str, 
         ts0 = stamp[start]
         dfs(start, score[start], ts0, ts0, False, False, ts0)
         path.pop()
+    return _best_distinct(found, limit)
+
+
+def _best_distinct(found: list[tuple[float, list[str]]], limit: int) -> list[list[str]]:
+    """The ``limit`` best-scored paths, skipping any that lies inside one already kept."""
     found.sort(key=lambda sp: -sp[0])
     kept: list[list[str]] = []
     for _, candidate in found:

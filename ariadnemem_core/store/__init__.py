@@ -147,6 +147,26 @@ class SQLiteStore(Records, DenseIndex):
         return True
 
     def _open(self, embedder_name: str, *, ready: bool = False) -> None:
+        self._open_records(ready)
+        try:
+            self._check_meta(embedder_name)
+            if self.remote:
+                self._chroma_prefix = f"am{self._store_id()}-"
+            # A Chroma server is reached now, so an unreachable one fails the open; the embedded
+            # index opens (and is reconciled) on the first dense operation, so a process that
+            # only reads records (stats, entries, export) never imports chromadb.
+            self._chroma = self._open_chroma() if self.remote else None
+        except BaseException:
+            self._db.close()
+            self._lockfile.close()
+            if self._temp:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
+
+    def _open_records(self, ready: bool) -> None:
+        """Connect to the records file and set up its schema. A store that was set up
+        (``ready``) must still have its records: a missing or empty file is refused, and
+        so is a file SQLite cannot read; both with what to do."""
         records = self.path / DB_FILENAME
         if ready:  # checked before connecting, which would create (or set up) an empty database
             if not records.exists():
@@ -166,20 +186,6 @@ class SQLiteStore(Records, DenseIndex):
                 raise StoreError(_damaged_records(records, exc)) from exc
             if isinstance(exc, sqlite3.Error | OSError):
                 raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-            raise
-        try:
-            self._check_meta(embedder_name)
-            if self.remote:
-                self._chroma_prefix = f"am{self._store_id()}-"
-            # A Chroma server is reached now, so an unreachable one fails the open; the embedded
-            # index opens (and is reconciled) on the first dense operation, so a process that
-            # only reads records (stats, entries, export) never imports chromadb.
-            self._chroma = self._open_chroma() if self.remote else None
-        except BaseException:
-            self._db.close()
-            self._lockfile.close()
-            if self._temp:
-                shutil.rmtree(self.path, ignore_errors=True)
             raise
 
     @property
