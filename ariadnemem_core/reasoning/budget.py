@@ -20,10 +20,10 @@ from .expansion import MAX_UPDATE_FOLLOW, short_message
 from .paths import order_key
 from .pool import Edge
 
-#: Most latest states shown with a fact updated along several branches (:func:`unit`).
+#: Knob: most latest states shown with a fact updated along several branches (:func:`unit`).
 MAX_LATEST_STATES = 2
-#: Fewest tokens a fact line costs ("[F1] " plus a few words): below this much room left,
-#: the budget stops looking.
+#: Bound: fewest tokens a fact line costs ("[F1] " plus a few words): below this much room
+#: left, the budget stops looking (no fact would fit).
 MIN_FACT_TOKENS = 6
 
 

@@ -18,11 +18,11 @@ import networkx as nx
 
 from ..models import Entry
 
-#: Out-neighbours followed per node (best-scored first) and paths enumerated at most:
-#: keeps the DFS bounded on dense same-session clusters.
+#: Bounds: out-neighbours followed per node (best-scored first) and paths enumerated at
+#: most: keeps the DFS bounded on dense same-session clusters.
 BRANCHING = 6
 MAX_ENUMERATED = 4000
-#: Paths start only from the best-scored nodes: a path's value is its mean score, so one
+#: Bound: paths start only from the best-scored nodes: a path's value is its mean score, so one
 #: that starts low never ranks among the few kept, and starting from every node of a
 #: 100-node agent-conversation graph was half of a query's time.
 MAX_STARTS = 20
