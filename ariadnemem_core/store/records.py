@@ -168,7 +168,6 @@ _IMPORT_SQL = {
 }
 
 
-
 def scope_token(kind: str, value: str) -> str:
     """An FTS-safe token naming one scope component (indexed, so filtering is in-index)."""
     return kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:20]
