@@ -306,6 +306,11 @@ class Config:
     def __post_init__(self) -> None:
         # A config read back from JSON holds a list: keep the field hashable and immutable.
         object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
+        self._check_bounds()
+        self._check_consistency()
+
+    def _check_bounds(self) -> None:
+        """Each numeric field within its own range (shares in [0, 1], counts >= 1)."""
         for name in ("message_floor", "lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
                      "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped",
                      "nameless_query_weight"):
@@ -322,6 +327,9 @@ class Config:
             raise ConfigError(f"max_fact_tokens must be >= 8, got {self.max_fact_tokens!r}")
         if self.token_budget is not None and self.token_budget < 1:
             raise ConfigError(f"token_budget must be >= 1 or None, got {self.token_budget!r}")
+
+    def _check_consistency(self) -> None:
+        """The remaining fields, alone and against each other (min <= max, known names)."""
         if self.low_info_max_content_words < 0:
             raise ConfigError("low_info_max_content_words must be >= 0")
         if self.message_context < 0 or self.message_context_max_tokens < 1:

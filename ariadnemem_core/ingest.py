@@ -113,13 +113,7 @@ class Ingestor:
             # every user: it is quarantined with its reason and the others go on.
             self.store.quarantine_pending([(rows[i][0], reason) for i, reason in poison.items()])
             raise PendingConflict("poison turns quarantined; re-reading the pending turns")
-        owner: list[int] = []  # index into ``turns`` of each entry's source turn
-        index = {t.turn_id: i for i, t in enumerate(turns)}
-        for e in rule_entries:
-            j = index.get(e.source_turn_ids[0] if e.source_turn_ids else None)
-            if j is None:
-                raise ExtractionError("rule extractor returned an entry for a turn it was not given")
-            owner.append(j)
+        owner = _owners(rule_entries, turns)
         texts = [embedding_text(e) for e in rule_entries]
         # Per turn, the question it answers: embedding context and the gate's exception.
         asked = question_context(turns, previous[-1] if previous else None)
@@ -311,21 +305,7 @@ class Ingestor:
         if any(e.metadata.get("extractor") == "rule-fallback" for e in entries if isinstance(e.metadata, dict)):
             # The LLM extractor fell back to rules internally (it does not raise).
             stats["extract_fallbacks"] = stats.get("extract_fallbacks", 0) + 1
-        by_id = {t.turn_id: t for t in turns}
-        valid: list[Entry] = []
-        for e in entries:
-            if not _usable(e):
-                continue  # its turns are rule-extracted below, like any uncovered turn
-            e.source_turn_ids = [tid for tid in dict.fromkeys(e.source_turn_ids) if tid in by_id]
-            if not e.source_turn_ids or not e.text.strip():
-                continue
-            if e.timestamp is None:
-                stamps = [ts for t in e.source_turn_ids if (ts := by_id[t].timestamp) is not None]
-                e.timestamp = max(stamps) if stamps else None
-            if e.first_timestamp is None:
-                e.first_timestamp = e.timestamp
-            valid.append(e)
-        valid, patched = cover(valid, turns, context, self.rule)
+        valid, patched = cover(_grounded(entries, turns), turns, context, self.rule)
         if patched and self.extractor is not self.rule:
             stats["extract_patched_turns"] = stats.get("extract_patched_turns", 0) + patched
         return valid
@@ -341,15 +321,7 @@ class Ingestor:
         window: list[Entry] = []  # entries ADDed or LINKed in this window, in order
         linked: set[str] = set()  # entries given a newer state in this window (one each)
         counts = {"merge": 0, "link": 0, "add": 0}
-        # What was said around each entry, read once per turn: a change cue in its turn or
-        # the turn before ("Plot twist:", "Laura left the agency." before "invoices will go
-        # to Marcus Webb") vouches for the sentence that carries the new value.
-        said: dict[str, list[Entry]] = {}
-        for entry in entries:
-            for tid in entry.source_turn_ids[:1]:
-                said.setdefault(tid, []).append(entry)
-        previous = dict(zip(list(said)[1:], list(said), strict=False))
-        around = {tid: coarsening.Surroundings(own, said.get(previous.get(tid, ""), ())) for tid, own in said.items()}
+        around = _surroundings(entries)
         # Every person known in the scope: a shared name is a subject, never a shared slot.
         names = frozenset(self.store.known_persons(scope.user_id)) | frozenset(
             p.lower() for e in entries for p in (*e.persons, *e.entities))
@@ -384,6 +356,51 @@ class Ingestor:
         commit.merged = list(merged.values())
         for k, v in counts.items():
             commit.stats[k] = commit.stats.get(k, 0) + v
+
+
+def _owners(entries: list[Entry], turns: list[Turn]) -> list[int]:
+    """The index into ``turns`` of each entry's source turn."""
+    index = {t.turn_id: i for i, t in enumerate(turns)}
+    owner: list[int] = []
+    for e in entries:
+        j = index.get(e.source_turn_ids[0] if e.source_turn_ids else None)
+        if j is None:
+            raise ExtractionError("rule extractor returned an entry for a turn it was not given")
+        owner.append(j)
+    return owner
+
+
+def _grounded(entries: list[Entry], turns: list[Turn]) -> list[Entry]:
+    """The extractor's usable entries, each citing only turns of the window (once each)
+    and dated from them when it carries no date; the turns of dropped entries are
+    rule-extracted by ``cover``, like any uncovered turn."""
+    by_id = {t.turn_id: t for t in turns}
+    valid: list[Entry] = []
+    for e in entries:
+        if not _usable(e):
+            continue
+        e.source_turn_ids = [tid for tid in dict.fromkeys(e.source_turn_ids) if tid in by_id]
+        if not e.source_turn_ids or not e.text.strip():
+            continue
+        if e.timestamp is None:
+            stamps = [ts for t in e.source_turn_ids if (ts := by_id[t].timestamp) is not None]
+            e.timestamp = max(stamps) if stamps else None
+        if e.first_timestamp is None:
+            e.first_timestamp = e.timestamp
+        valid.append(e)
+    return valid
+
+
+def _surroundings(entries: list[Entry]) -> dict[str, coarsening.Surroundings]:
+    """What was said around each entry, read once per turn: a change cue in its turn or
+    the turn before ("Plot twist:", "Laura left the agency." before "invoices will go to
+    Marcus Webb") vouches for the sentence that carries the new value."""
+    said: dict[str, list[Entry]] = {}
+    for entry in entries:
+        for tid in entry.source_turn_ids[:1]:
+            said.setdefault(tid, []).append(entry)
+    previous = dict(zip(list(said)[1:], list(said), strict=False))
+    return {tid: coarsening.Surroundings(own, said.get(previous.get(tid, ""), ())) for tid, own in said.items()}
 
 
 def _unique_ids(turns: list[Turn]) -> tuple[list[Turn], dict[str, str]]:

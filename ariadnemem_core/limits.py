@@ -41,14 +41,7 @@ def replace_surrogates(value: Any) -> Any:
     while stack:  # iterative: a deeply nested reply must not hit the recursion limit
         item = stack.pop()
         if isinstance(item, dict):
-            for key in list(item):
-                v = item[key]
-                if isinstance(v, str):
-                    item[key] = replace_surrogates(v)
-                elif isinstance(v, list | dict):
-                    stack.append(v)
-                if isinstance(key, str) and SURROGATE.search(key):
-                    item[replace_surrogates(key)] = item.pop(key)
+            _clean_dict(item, stack)
         elif isinstance(item, list):
             for i, v in enumerate(item):
                 if isinstance(v, str):
@@ -56,6 +49,19 @@ def replace_surrogates(value: Any) -> Any:
                 elif isinstance(v, list | dict):
                     stack.append(v)
     return value
+
+
+def _clean_dict(item: dict[Any, Any], stack: list[Any]) -> None:
+    """One dict of :func:`replace_surrogates`: its strings and keys cleaned in place, its
+    lists and dicts pushed on ``stack``."""
+    for key in list(item):
+        v = item[key]
+        if isinstance(v, str):
+            item[key] = replace_surrogates(v)
+        elif isinstance(v, list | dict):
+            stack.append(v)
+        if isinstance(key, str) and SURROGATE.search(key):
+            item[replace_surrogates(key)] = item.pop(key)
 
 
 def load_json(text: str, where: str) -> Any:

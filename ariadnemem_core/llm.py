@@ -365,18 +365,9 @@ def _socket_timeout(timeout: float | None, what: str) -> float | None:
 
 
 @functools.cache
-def _deadline_backend() -> type:
-    """The sync network backend whose every socket read and write stops at the running
-    call's deadline (built lazily: httpcore2 comes with ``openai``).
-
-    Why at the socket: HTTP timeouts are per operation and each dripped byte completes a
-    read, so a server that sends ``HTTP/1.1 200 OK`` and then one byte every half second
-    never trips one, and the response headers are parsed below the transport, before any
-    body guard sees a byte. The reads happen in the calling thread, where the call's
-    deadline is known (``_DEADLINE``): each read waits at most the time left and raises a
-    read timeout once it is gone, so the connection is dropped in the thread that owns it
-    (no watchdog thread left reading the drip).
-    """
+def _deadline_stream() -> type:
+    """The sync network stream whose every read and write stops at the running call's
+    deadline (see :func:`_deadline_backend`)."""
     import httpcore2
 
     class DeadlineStream(httpcore2.NetworkStream):
@@ -400,30 +391,41 @@ def _deadline_backend() -> type:
         def get_extra_info(self, info: str) -> Any:
             return self.inner.get_extra_info(info)
 
+    return DeadlineStream
+
+
+@functools.cache
+def _deadline_backend() -> type:
+    """The sync network backend whose every socket read and write stops at the running
+    call's deadline (built lazily: httpcore2 comes with ``openai``).
+
+    Why at the socket: HTTP timeouts are per operation and each dripped byte completes a
+    read, so a server that sends ``HTTP/1.1 200 OK`` and then one byte every half second
+    never trips one, and the response headers are parsed below the transport, before any
+    body guard sees a byte. The reads happen in the calling thread, where the call's
+    deadline is known (``_DEADLINE``): each read waits at most the time left and raises a
+    read timeout once it is gone, so the connection is dropped in the thread that owns it
+    (no watchdog thread left reading the drip).
+    """
+    import httpcore2
+
+    stream = _deadline_stream()
+
     class DeadlineBackend(httpcore2.NetworkBackend):
         def __init__(self, inner: Any) -> None:
             self.inner = inner
 
         def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                         local_address: str | None = None, socket_options: Any = None) -> Any:
-            return DeadlineStream(self.inner.connect_tcp(host, port, timeout, local_address, socket_options))
+            return stream(self.inner.connect_tcp(host, port, timeout, local_address, socket_options))
 
         def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
-            return DeadlineStream(self.inner.connect_unix_socket(path, timeout, socket_options))
+            return stream(self.inner.connect_unix_socket(path, timeout, socket_options))
 
         def sleep(self, seconds: float) -> None:
             self.inner.sleep(seconds)
 
     return DeadlineBackend
-
-
-def _guard_sockets(transport: Any) -> None:
-    """Put the deadline backend under a sync httpx2 transport's connection pool."""
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    wrapper = _deadline_backend()
-    if backend is not None and not isinstance(backend, wrapper):
-        pool._network_backend = wrapper(backend)  # type: ignore[union-attr]
 
 
 @functools.cache
@@ -465,10 +467,16 @@ def guard_http_client(client: Any) -> Any:
     """Route ``client``'s requests (an ``httpx2`` client, or an SDK client holding one)
     through the deadline and size guard; returns ``client``.
 
-    Reaches into the private ``_transport`` / ``_mounts`` of httpx2 (and ``_client`` of the
-    SDK) because neither offers a public hook that sees the body as it streams in. Other
-    clients (legacy ``httpx``) are left as they are: their calls still have per-operation
-    timeouts and the async path's ``asyncio.timeout``, but no body guard.
+    The one place that reaches into another library's private attributes, because no
+    public hook exists for what the guard must see: the SDK's ``_client`` (its httpx2
+    client), httpx2's ``_transport`` and ``_mounts`` (a transport sees the body as it
+    streams in; httpx2 takes a transport only when the client is built, and the SDK builds
+    its own) and, for sync clients, httpcore2's ``_pool._network_backend`` (a socket read
+    is the only place a dripped header stops; ``HTTPTransport`` takes no network backend).
+    ``tests/test_llm_client.py`` checks that the guard is in place on the installed
+    versions, so a release that renames these fails there, not silently. Other clients
+    (legacy ``httpx``) are left as they are: their calls still have per-operation timeouts
+    and the async path's ``asyncio.timeout``, but no body guard.
     """
     import httpx2
 
@@ -476,18 +484,20 @@ def guard_http_client(client: Any) -> Any:
     if not isinstance(http, httpx2.Client | httpx2.AsyncClient):
         return client
     sync = isinstance(http, httpx2.Client)
-    guard = _sync_guard() if sync else _async_guard()
-    transports = getattr(http, "_mounts", {})
-    for key, transport in list(transports.items()):
-        if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
-            if sync:
-                _guard_sockets(transport)
-            transports[key] = guard(transport)
-    transport = getattr(http, "_transport", None)
-    if transport is not None and type(transport).__name__ not in ("Guarded", "AsyncGuarded"):
-        if sync:
-            _guard_sockets(transport)
-        http._transport = guard(transport)
+    guard, backend = (_sync_guard(), _deadline_backend()) if sync else (_async_guard(), None)
+    mounts = getattr(http, "_mounts", {})
+    slots: list[tuple[Any, Any]] = [*mounts.items(), (None, getattr(http, "_transport", None))]
+    for key, transport in slots:
+        if transport is None or isinstance(transport, guard):
+            continue
+        pool = getattr(transport, "_pool", None)
+        inner = getattr(pool, "_network_backend", None)
+        if backend is not None and inner is not None and not isinstance(inner, backend):
+            pool._network_backend = backend(inner)  # type: ignore[union-attr]
+        if key is None:
+            http._transport = guard(transport)
+        else:
+            mounts[key] = guard(transport)
     return client
 
 

@@ -494,7 +494,7 @@ class AriadneMemory:
         """
         from .reasoning import build_evidence_graph
 
-        query = _check_query(query)
+        query = check_query(query)
         with self._store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
             return build_evidence_graph(self._store, self.embedder, config or self.config, query,
                                         Scope(user_id, agent_id, session_id), query_vector=query_vector)
@@ -657,8 +657,11 @@ def _normalize_turns(turns: Any) -> list[Turn]:
     return out
 
 
-def _check_query(query: Any) -> str:
-    """Validate and bound a question (see ``retrieve``): cut first, so a huge query costs
+def check_query(query: Any) -> str:
+    """A question as ``retrieve`` takes it, or a clear error (the CLI checks its input with
+    it before any work).
+
+    Validate and bound a question (see ``retrieve``): cut first, so a huge query costs
     no more than ``MAX_QUERY_CHARS`` of cleaning; lone surrogates are replaced rather than
     rejected because the query is never stored, but a tokenizer would choke on them."""
     if not isinstance(query, str):

@@ -248,7 +248,7 @@ def session(model_dir: Path, threads: int | None = None) -> Any:
     cached = cache / f"all-MiniLM-L6-v2-{digest[:20]}-g{GRAPH_VERSION}.onnx"
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads or _cpu_count()
+    opts.intra_op_num_threads = threads or cpu_count()
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     if cached.is_file():
@@ -275,7 +275,9 @@ def _usable_dir(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count): the
+    embedder's default thread count, which the startup bench reports beside its timings."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux

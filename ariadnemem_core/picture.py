@@ -25,7 +25,7 @@ import os
 import re
 import textwrap
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,6 +159,13 @@ def to_mermaid(graph: EvidenceGraph) -> str:
             lines.append(f"  {node[a]} -->|path| {node[b]}")
             links.append((a, b))
         path_links.setdefault(at, k)
+    return "\n".join(lines + _mermaid_styles(graph, node, update_links, path_links)) + "\n"
+
+
+def _mermaid_styles(graph: EvidenceGraph, node: dict[str, str], update_links: list[int],
+                    path_links: dict[int, int]) -> list[str]:
+    """The diagram's style lines: role classes, superseded facts, update and path links (by position)."""
+    lines = []
     for role, fill in MERMAID_FILL.items():
         lines.append(f"  classDef {role} fill:{fill},stroke:{ROLE_STYLE[role][1]},stroke-width:2px,color:#111")
     superseded = [node[f.id] for f in graph.facts if f.superseded_by]
@@ -171,7 +178,7 @@ def to_mermaid(graph: EvidenceGraph) -> str:
     for k in sorted(set(path_links.values())):
         ids = ",".join(str(n) for n, p in path_links.items() if p == k)
         lines.append(f"  linkStyle {ids} stroke:{PATH_COLOURS[k % len(PATH_COLOURS)]},stroke-width:5px")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # ---------------------------------------------------------------- matplotlib drawing
@@ -409,11 +416,7 @@ def draw(graph: EvidenceGraph) -> Figure:
     rank = {f.id: i for i, f in enumerate(f for col in cols for f in col)}
     edges = [(s, d, k) for s, d, k in graph.edges if s in where and d in where and s != d]
     shown = [(s, d, k) for s, d, k in edges if k != "temporal" or abs(rank[s] - rank[d]) == 1]
-    on_path: dict[str, int] = {}
-    for k, p in enumerate(graph.paths):
-        if set(p) <= where.keys():
-            for fid in p:
-                on_path.setdefault(fid, k)
+    on_path = _on_path(graph, where.keys())
 
     # Legend first: its height is part of the figure's.
     handles = _legend_handles(graph, shown, labels, set(where))
@@ -474,28 +477,10 @@ def draw(graph: EvidenceGraph) -> Figure:
     for col in cols:
         multi_day = len({_day(f) for f in col}) > 1
         for f in col:
-            x, y = xs[where[f.id][0]], top(f.id)
-            marker, colour, _ = ROLE_STYLE.get(f.role, ("o", "#999999", ""))
-            faded = bool(f.superseded_by)
-            if f.id in on_path:
-                ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, zorder=2.5, ec="none", alpha=0.6,
-                                            fc=PATH_COLOURS[on_path[f.id] % len(PATH_COLOURS)],
-                                            boxstyle="round,pad=0.05,rounding_size=0.1"))
-            ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, boxstyle="round,pad=0,rounding_size=0.07",
-                                        fc=CARD_FILL.get(f.role, "#f4f4f4"), ec=colour, lw=1.4,
-                                        ls="--" if faded else "-", zorder=3))
             stamp = "" if not f.timestamp else f.timestamp.strftime("%m-%d") if multi_day else (
                 f.timestamp.strftime("%H:%M") if clock else "")
-            badge_y = y - (0.19 if stamp else card_h / 2)
-            ax.scatter([x + BADGE_X], [badge_y], s=330 if marker == "D" else 460, marker=marker, c=colour,
-                       edgecolors="#222222", linewidths=1.1, zorder=4, alpha=0.45 if faded else 1.0)
-            ax.text(x + BADGE_X, badge_y, labels[f.id], ha="center", va="center", fontsize=7.5, fontweight="bold",
-                    color="white", zorder=5, parse_math=False)
-            if stamp:
-                ax.text(x + BADGE_X, y - 0.415, stamp, ha="center", va="center", fontsize=7, color="#555555",
-                        zorder=5)
-            ax.text(x + BADGE_W, y - card_h / 2, "\n".join(texts[f.id]), ha="left", va="center", fontsize=FONT,
-                    linespacing=1.15, color="#777777" if faded else "#111111", zorder=5, parse_math=False)
+            _draw_card(ax, f, (xs[where[f.id][0]], top(f.id)), card_h, labels[f.id], texts[f.id], stamp,
+                       on_path.get(f.id))
 
     ax.xaxis.tick_top()
     ax.set_xticks([x + CARD_W / 2 for x in xs], ticks, fontsize=9)
@@ -509,6 +494,46 @@ def draw(graph: EvidenceGraph) -> Figure:
     for text in legend.get_texts():  # path entries repeat fact labels: literal, never mathtext
         text.set_parse_math(False)
     return fig
+
+
+def _on_path(graph: EvidenceGraph, shown: Iterable[str]) -> dict[str, int]:
+    """Fact id -> the first drawn path it lies on (a path with a fact not drawn is skipped)."""
+    drawn = set(shown)
+    on_path: dict[str, int] = {}
+    for k, p in enumerate(graph.paths):
+        if set(p) <= drawn:
+            for fid in p:
+                on_path.setdefault(fid, k)
+    return on_path
+
+
+def _draw_card(ax: Any, f: Fact, at: tuple[float, float], card_h: float, label: str, lines: list[str],
+               stamp: str, path: int | None) -> None:
+    """One fact's card with its top-left corner ``at``: a highlight when it lies on path
+    ``path``, the role badge with its label and time ``stamp``, the wrapped text; dashed
+    and faded when the fact is superseded."""
+    from matplotlib.patches import FancyBboxPatch
+
+    x, y = at
+    marker, colour, _ = ROLE_STYLE.get(f.role, ("o", "#999999", ""))
+    faded = bool(f.superseded_by)
+    if path is not None:
+        ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, zorder=2.5, ec="none", alpha=0.6,
+                                    fc=PATH_COLOURS[path % len(PATH_COLOURS)],
+                                    boxstyle="round,pad=0.05,rounding_size=0.1"))
+    ax.add_patch(FancyBboxPatch((x, y - card_h), CARD_W, card_h, boxstyle="round,pad=0,rounding_size=0.07",
+                                fc=CARD_FILL.get(f.role, "#f4f4f4"), ec=colour, lw=1.4,
+                                ls="--" if faded else "-", zorder=3))
+    badge_y = y - (0.19 if stamp else card_h / 2)
+    ax.scatter([x + BADGE_X], [badge_y], s=330 if marker == "D" else 460, marker=marker, c=colour,
+               edgecolors="#222222", linewidths=1.1, zorder=4, alpha=0.45 if faded else 1.0)
+    ax.text(x + BADGE_X, badge_y, label, ha="center", va="center", fontsize=7.5, fontweight="bold",
+            color="white", zorder=5, parse_math=False)
+    if stamp:
+        ax.text(x + BADGE_X, y - 0.415, stamp, ha="center", va="center", fontsize=7, color="#555555",
+                zorder=5)
+    ax.text(x + BADGE_W, y - card_h / 2, "\n".join(lines), ha="left", va="center", fontsize=FONT,
+            linespacing=1.15, color="#777777" if faded else "#111111", zorder=5, parse_math=False)
 
 
 def _render(graph: EvidenceGraph, fmt: str, dpi: float = 100) -> bytes:

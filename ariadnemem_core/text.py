@@ -369,15 +369,9 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
     entities: list[str] = []
     surfaces: set[str] = set()
     for m in _CAP_PHRASE_RE.finditer(text):
-        words = m.group(0).split()
-        # Leading function words, interjections and greetings are not part of the name.
-        dropped = ""
-        while words and strip_possessive(words[0]).lower() in COMMON_CAPS:
-            dropped = words.pop(0).lower()
+        words, dropped = _trim_common(m.group(0).split())
         if not words:
             continue
-        while len(words) > 1 and words[-1].lower() in COMMON_CAPS:
-            words.pop()
         possessive = words[-1].endswith("'s")
         words[-1] = strip_possessive(words[-1])
         if len(words) == 1:
@@ -404,6 +398,18 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
     persons = _dedupe(persons)
     taken = {p.lower() for p in persons}
     return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
+
+
+def _trim_common(words: list[str]) -> tuple[list[str], str]:
+    """A capitalized phrase without its leading function words, interjections and
+    greetings (not part of the name) nor trailing common words; and the last word dropped
+    in front (lowercased, "" if none). Empty when every word is common."""
+    dropped = ""
+    while words and strip_possessive(words[0]).lower() in COMMON_CAPS:
+        dropped = words.pop(0).lower()
+    while len(words) > 1 and words[-1].lower() in COMMON_CAPS:
+        words.pop()
+    return words, dropped
 
 
 def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Match[str],

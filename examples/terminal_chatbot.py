@@ -32,6 +32,36 @@ def default_store() -> Path:
     return Path(os.environ.get("ARIADNEMEM_CHATBOT_STORE") or Path.home() / ".ariadnemem" / "chatbot")
 
 
+def command(memory: AriadneMemory, text: str, user: str) -> bool:
+    """Run ``/stats`` or ``/forget``; False when ``text`` is neither."""
+    if text == "/stats":
+        print(f"Stats: {memory.stats(user)}")
+        return True
+    if text == "/forget":
+        print(f"Forgot {memory.forget(user)} memories.")
+        return True
+    return False
+
+
+def reply(memory: AriadneMemory, text: str, user: str) -> None:
+    """Print what the memory recalls for ``text`` and the answer drawn from it."""
+    try:
+        answer = memory.answer(text, user_id=user)
+        graph, said = answer.graph, answer.text
+    except LLMError as exc:  # the configured LLM failed after its retries
+        graph, said = memory.retrieve(text, user_id=user), f"(the LLM failed: {exc})"
+    facts = sorted(graph.facts, key=lambda f: -f.score)[:SHOWN_FACTS]
+    if facts:
+        print(f"Recalled ({len(graph.facts)} facts):")
+        for f in facts:
+            day = f.timestamp.strftime("%Y-%m-%d") if f.timestamp else "undated"
+            print(f"  - {day}: {f.text}")
+        print(f"Bot: {said}")
+    else:
+        print("Recalled nothing yet.")
+        print("Bot: I'll remember that.")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=None,
@@ -65,29 +95,11 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if text == "/quit":
                 break
-            if text == "/stats":
-                print(f"Stats: {memory.stats(args.user)}")
-                continue
-            if text == "/forget":
-                print(f"Forgot {memory.forget(args.user)} memories.")
+            if command(memory, text, args.user):
                 continue
             if not interactive:
                 print(f"> {text}")
-            try:
-                answer = memory.answer(text, user_id=args.user)
-                graph, reply = answer.graph, answer.text
-            except LLMError as exc:  # the configured LLM failed after its retries
-                graph, reply = memory.retrieve(text, user_id=args.user), f"(the LLM failed: {exc})"
-            facts = sorted(graph.facts, key=lambda f: -f.score)[:SHOWN_FACTS]
-            if facts:
-                print(f"Recalled ({len(graph.facts)} facts):")
-                for f in facts:
-                    day = f.timestamp.strftime("%Y-%m-%d") if f.timestamp else "undated"
-                    print(f"  - {day}: {f.text}")
-                print(f"Bot: {reply}")
-            else:
-                print("Recalled nothing yet.")
-                print("Bot: I'll remember that.")
+            reply(memory, text, args.user)
             memory.add(Turn(args.name, text, datetime.now(UTC)), user_id=args.user)
             memory.flush()  # extract now: the next message (or the next run) can recall it
         print(f"Bye. {len(memory.entries(args.user))} memories stored for {args.user!r}.")

@@ -69,6 +69,100 @@ def test_no_private_name_of_another_library_is_imported() -> None:
     assert not bad
 
 
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+#: The only private names of other libraries the package touches, each in one function,
+#: because no public API does the job: (file, function) -> (names, why). Each has a test
+#: that fails on a release that renames them.
+PRIVATE_REACHES = {
+    ("ariadnemem_core/llm.py", "guard_http_client"): (
+        {"_client", "_mounts", "_transport", "_pool", "_network_backend"},
+        "the LLM call's deadline and size guard must see the body as it streams in and every "
+        "socket read; the SDK builds its own httpx2 client, whose transport and connection "
+        "pool take no such hook (tests/test_llm_client.py checks it is in place)"),
+    ("ariadnemem_core/store/dense.py", "_forget_system"): (
+        {"_identifier_to_system", "_identifier_to_refcount"},
+        "chromadb caches a failed system per folder; its public reset drops every store's "
+        "(tests/test_no_hang_no_loss.py checks the per-folder drop)"),
+}
+
+
+def _defined_in(tree: ast.AST) -> set[str]:
+    """Every name a module defines itself (functions, classes, variables, attributes of self)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+    return names
+
+
+def _private_reaches(path: Path) -> list[tuple[str, str]]:
+    """(enclosing function, name) of every ``x._name`` / ``getattr(x, "_name")`` in ``path``
+    whose name the module does not define itself (``self._name`` is the class's own, or a
+    base class's inside the package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = _defined_in(tree)
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else where
+            name = None
+            if isinstance(child, ast.Attribute) and not (isinstance(child.value, ast.Name)
+                                                         and child.value.id in ("self", "cls")):
+                name = child.attr
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) \
+                    and child.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(child.args) > 1 \
+                    and isinstance(child.args[1], ast.Constant) and isinstance(child.args[1].value, str):
+                name = child.args[1].value
+            if name is not None and _private(name) and name not in own:
+                found.append((inner, name))
+            visit(child, inner)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """A private name stays in its module: no ``from x import _name``, no ``x._name`` of
+    something defined elsewhere, here or in another library (except :data:`PRIVATE_REACHES`).
+    A private module (``cli/_common.py``) serves its own package only."""
+    bad = []
+    for pkg in OURS:
+        for path, module, names in _imports(pkg):
+            rel = str(path.relative_to(REPO))
+            bad += [(rel, f"import {module}.{n}") for n in names if _private(n)]
+            parts = module.split(".")
+            for i, part in enumerate(parts):
+                if _private(part) and part != "__future__" and (
+                        parts[0] not in OURS or not rel.startswith("/".join(parts[:i]) + "/")):
+                    bad.append((rel, f"import {module}"))
+    allowed = {(file, where, name) for (file, where), (names, _) in PRIVATE_REACHES.items() for name in names}
+    for pkg in OURS:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            bad += [(rel, f"{where}: .{name}") for where, name in _private_reaches(path)
+                    if (rel, where, name) not in allowed]
+    assert not bad
+
+
+def test_the_scan_sees_a_private_reach(tmp_path: Path) -> None:
+    """The scan above finds what it forbids (or it would pass on anything)."""
+    path = tmp_path / "m.py"
+    path.write_text("import other\n\ndef f(x):\n    other._hidden(x)\n    getattr(x, '_secret')\n"
+                    "    return x._own\n\ndef _own():\n    pass\n", encoding="utf-8")
+    assert _private_reaches(path) == [("f", "_hidden"), ("f", "_secret")]
+
 class _EntryPoint:
     def __init__(self, name: str, load: Any) -> None:
         self.name, self.value, self._load = name, f"fake:{name}", load

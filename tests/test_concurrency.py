@@ -27,6 +27,28 @@ mem.close()
 '''
 
 
+def _write(mem: AriadneMemory, k: int, errors: list[BaseException]) -> None:
+    """Thread ``k``'s N turns, one add each."""
+    try:
+        for i in range(N):
+            mem.add(Turn(f"T{k}", f"Thread {k} logged item {i} of batch t{k}x{i}.", None, f"t{k}-{i}"),
+                    user_id="shared")
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def _read(mem: AriadneMemory, stop: threading.Event, bad: list[str], errors: list[BaseException]) -> None:
+    """Read and retrieve until ``stop``; an entry missing its text, turns or vector is ``bad``."""
+    try:
+        while not stop.is_set():
+            for e in mem.entries("shared"):
+                if not e.text or not e.source_turn_ids or e.embedding is None:
+                    bad.append(e.id)
+            mem.retrieve("which items were logged in the ledger?", user_id="shared")
+    except BaseException as exc:
+        errors.append(exc)
+
+
 @pytest.mark.slow
 def test_eight_writers_and_readers(tmp_path: Path):
     store = tmp_path / "store"
@@ -37,27 +59,8 @@ def test_eight_writers_and_readers(tmp_path: Path):
     errors: list[BaseException] = []
     bad: list[str] = []
     stop = threading.Event()
-
-    def write(k: int) -> None:
-        try:
-            for i in range(N):
-                mem.add(Turn(f"T{k}", f"Thread {k} logged item {i} of batch t{k}x{i}.", None, f"t{k}-{i}"),
-                        user_id="shared")
-        except BaseException as exc:
-            errors.append(exc)
-
-    def read() -> None:
-        try:
-            while not stop.is_set():
-                for e in mem.entries("shared"):
-                    if not e.text or not e.source_turn_ids or e.embedding is None:
-                        bad.append(e.id)
-                mem.retrieve("which items were logged in the ledger?", user_id="shared")
-        except BaseException as exc:
-            errors.append(exc)
-
-    writers = [threading.Thread(target=write, args=(k,)) for k in range(4)]
-    readers = [threading.Thread(target=read) for _ in range(2)]
+    writers = [threading.Thread(target=_write, args=(mem, k, errors)) for k in range(4)]
+    readers = [threading.Thread(target=_read, args=(mem, stop, bad, errors)) for _ in range(2)]
     for t in writers + readers:
         t.start()
     for t in writers:

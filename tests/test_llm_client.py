@@ -250,3 +250,24 @@ def test_retry_after_is_honoured_and_capped() -> None:
     assert _retry_after(state("300"), 20.0) == 20.0
     assert _retry_after(state("soon"), 20.0) == 0.0
     assert _retry_after(state(None), 20.0) == 0.0
+
+
+def test_the_guard_reaches_the_installed_http_stack() -> None:
+    """``guard_http_client`` rewires private attributes of openai, httpx2 and httpcore2
+    (no public hook sees a streaming body or a socket read). On a release that renames
+    them the guard would silently do nothing, and a dripping server could hold a call past
+    its deadline: this fails instead."""
+    import openai
+
+    from ariadnemem_core.llm import _async_guard, _deadline_backend, _sync_guard, guard_http_client
+
+    sdk = guard_http_client(openai.OpenAI(base_url="http://127.0.0.1:9", api_key="x", max_retries=0))
+    transport = sdk._client._transport
+    assert isinstance(transport, _sync_guard())
+    assert isinstance(transport.inner._pool._network_backend, _deadline_backend())
+    guard_http_client(sdk)  # guarding twice wraps nothing twice
+    assert sdk._client._transport is transport
+    assert not isinstance(transport.inner._pool._network_backend.inner, _deadline_backend())
+
+    async_sdk = guard_http_client(openai.AsyncOpenAI(base_url="http://127.0.0.1:9", api_key="x", max_retries=0))
+    assert isinstance(async_sdk._client._transport, _async_guard())

@@ -268,6 +268,31 @@ def test_cli_doctor_reports_the_rebuilt_dense_index(tmp_path: Path) -> None:
     assert check.returncode == 0 and json.loads(check.stdout)["dense_damaged"] is None
 
 
+
+def test_chromadb_forgets_one_damaged_folder_only(tmp_path: Path) -> None:
+    """chromadb keeps one system per folder for the process, even one whose start failed;
+    the store drops only that folder's (``clear_system_cache``, the public reset, would
+    break every other open store: their clients look their system up by folder). This
+    reaches chromadb's private registry, so a release that changes it fails here, where
+    the damaged-index tests above would only show a confusing chromadb error."""
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+    from chromadb.config import Settings
+
+    from ariadnemem_core.store.dense import _forget_system
+
+    damaged, other = str(tmp_path / "a"), str(tmp_path / "b")
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    chromadb.PersistentClient(path=damaged, settings=settings)
+    kept = chromadb.PersistentClient(path=other, settings=settings)
+    assert damaged in SharedSystemClient._identifier_to_system
+    _forget_system(damaged)
+    assert damaged not in SharedSystemClient._identifier_to_system
+    assert damaged not in SharedSystemClient._identifier_to_refcount
+    assert other in SharedSystemClient._identifier_to_system
+    assert kept.get_or_create_collection("still-open", embedding_function=None).count() == 0
+    kept.close()
+
 # ---------------------------------------------------------------- 5. exports keep their privacy
 def _exporting(tmp_path: Path) -> AriadneMemory:
     mem = _mem(tmp_path / "s")

@@ -136,13 +136,14 @@ def test_lexical_ranking_matches_the_embedded_store(make_memory, minilm):
 def _sqlite_ranking(mem: AriadneMemory, query: str) -> list[tuple[str, float]]:
     import sqlite3
 
-    from ariadnemem_core.store.records import _fts_body, _scope_tokens, fts_query
+    from ariadnemem_core.store.records import fts_query, scope_tokens
+    from ariadnemem_core.store.rows import fts_body
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE f USING fts5(scope, body, tokenize = 'porter unicode61')")
     entries = mem.entries("alice")
     for n, e in enumerate(entries, start=1):
-        db.execute("INSERT INTO f(rowid, scope, body) VALUES (?, ?, ?)", (n, _scope_tokens(e), _fts_body(e)))
+        db.execute("INSERT INTO f(rowid, scope, body) VALUES (?, ?, ?)", (n, scope_tokens(e), fts_body(e)))
     expr = fts_query(query)
     if expr is None:
         return []

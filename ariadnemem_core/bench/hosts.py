@@ -227,9 +227,9 @@ def warm_latency(data: str | Path, url: str, conversation: str, work: Path) -> d
 def _drop_schema(url: str, schema: str) -> None:
     import psycopg
 
-    from ..store.postgres import _split_url
+    from ..store.postgres import split_url
 
-    conninfo = _split_url(url)[0]
+    conninfo = split_url(url)[0]
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 

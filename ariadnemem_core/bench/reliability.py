@@ -265,6 +265,35 @@ def _hostile_values(rng: random.Random) -> list[Any]:
             [math.nan] * 3, deep, rng.random()]
 
 
+def _hostile_export(rng: random.Random, base: list[dict[str, Any]], values: list[Any]) -> list[str]:
+    """The lines of an export with one field of one record replaced by a hostile value
+    (or, for the deeply nested value, a line of deep nesting appended)."""
+    rows = [dict(r) for r in base]
+    i = rng.randrange(len(rows))
+    key = rng.choice(sorted(rows[i]))
+    value = rng.choice(values)
+    if isinstance(value, list) and value and isinstance(value[0], list):  # the deep one
+        return [json.dumps(r) for r in rows] + ["[" * 100_000 + "]" * 100_000]
+    if key == "turn":
+        rows[i]["turn"] = dict(rows[i]["turn"], **{rng.choice(sorted(rows[i]["turn"])): value})
+    else:
+        rows[i][key] = value
+    return [json.dumps(r) for r in rows]
+
+
+def _still_usable(d: str, case: int) -> bool:
+    """Whether the store in ``d`` still adds, flushes, retrieves and exports, nothing left pending."""
+    try:
+        with _memory(f"{d}/dst") as mem:
+            mem.add(Turn("Zoe", f"Zoe read book {case}."), user_id="zoe")
+            mem.flush()
+            mem.retrieve("What does Zoe play?", user_id="zoe")
+            mem.export(Path(d) / "check.jsonl")
+            return not mem.storage.pending()
+    except Exception:
+        return False
+
+
 def run_hostile_imports(cases: int = 300, seed: int = 0) -> dict[str, Any]:
     """``cases`` exports, each with one field of one record replaced by a hostile value
     (or a line of deep nesting appended), imported into a store that holds another user."""
@@ -281,19 +310,8 @@ def run_hostile_imports(cases: int = 300, seed: int = 0) -> dict[str, Any]:
             dst.flush()
         values = _hostile_values(rng)
         for case in range(cases):
-            rows = [dict(r) for r in base]
-            i = rng.randrange(len(rows))
-            key = rng.choice(sorted(rows[i]))
-            value = rng.choice(values)
-            lines = None
-            if isinstance(value, list) and value and isinstance(value[0], list):  # the deep one
-                lines = [json.dumps(r) for r in rows] + ["[" * 100_000 + "]" * 100_000]
-            elif key == "turn":
-                rows[i]["turn"] = dict(rows[i]["turn"], **{rng.choice(sorted(rows[i]["turn"])): value})
-            else:
-                rows[i][key] = value
             path = Path(d) / f"case{case}.jsonl"
-            path.write_text("\n".join(lines or [json.dumps(r) for r in rows]) + "\n", encoding="utf-8",
+            path.write_text("\n".join(_hostile_export(rng, base, values)) + "\n", encoding="utf-8",
                             errors="surrogatepass")
             # Each case on a copy of the same store: refused imports must leave it as it was.
             with _memory(f"{d}/dst") as mem:
@@ -312,16 +330,7 @@ def run_hostile_imports(cases: int = 300, seed: int = 0) -> dict[str, Any]:
                     for user in mem.users():
                         if user != "zoe":
                             mem.forget(user)
-            try:
-                with _memory(f"{d}/dst") as mem:
-                    mem.add(Turn("Zoe", f"Zoe read book {case}."), user_id="zoe")
-                    mem.flush()
-                    mem.retrieve("What does Zoe play?", user_id="zoe")
-                    mem.export(Path(d) / "check.jsonl")
-                    if mem.storage.pending():
-                        unusable += 1
-            except Exception:
-                unusable += 1
+            unusable += not _still_usable(d, case)
             path.unlink()
     return {"cases": cases, "seed": seed, "outcomes": dict(sorted(outcomes.items())),
             "raw_exceptions": sum(v for k, v in outcomes.items() if k.startswith("raw")),

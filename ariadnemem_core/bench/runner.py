@@ -89,11 +89,7 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         from ..extraction.llm import LLMExtractor
 
         extractor = LLMExtractor(llm, max_turns_per_call=llm_turns_per_call)
-    path: str | Path | None = None
-    if isinstance(store, str):  # a postgresql:// URL: one schema per system
-        path = with_schema(store, slug(name).replace("-", "_") + ("_llm" if llm is not None else ""))
-    elif store is not None:
-        path = store / (slug(name) + ("-llm" if llm is not None else ""))
+    path = _system_store(store, name, llm is not None)
     records: list[QuestionRecord] = []
     embedder = fresh_embedder(embedder)
     with AriadneMemory(path, cfg, embedder=embedder, extractor=extractor) as mem:
@@ -144,6 +140,17 @@ def _memory_system(name: str, cfg: Config, ablation: str | None, dataset: Datase
         "summary": summarize(records),
         "peak_rss_mb_so_far": peak_rss()["ru_maxrss_mb"],
     }
+
+
+def _system_store(store: str | Path | None, name: str, llm_built: bool) -> str | Path | None:
+    """Where one system's memory lives under ``store``: its own schema of a
+    ``postgresql://`` URL, or its own directory (``-llm`` / ``_llm`` for LLM-built ones,
+    so rule- and LLM-built stores never mix); None for an ephemeral memory."""
+    if isinstance(store, str):  # a postgresql:// URL: one schema per system
+        return with_schema(store, slug(name).replace("-", "_") + ("_llm" if llm_built else ""))
+    if store is not None:
+        return store / (slug(name) + ("-llm" if llm_built else ""))
+    return None
 
 
 def _diagnostic(conv: Conversation, q: Any, rec: QuestionRecord, graph: Any, stored: set[str],
@@ -265,10 +272,6 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
             construction = {n: s["construction"] for n, s in systems.items() if s.get("construction")}
             qa_results = run_qa(collector, golds_for(dataset, collector.qids), llm, qa, prog, construction)
 
-    by_cat: dict[str, int] = {}
-    for c in dataset.conversations:
-        for q in c.questions:
-            by_cat[str(q.category)] = by_cat.get(str(q.category), 0) + 1
     results: dict[str, Any] = {
         "benchmark": "locomo",
         "metric": "evidence recall over Fact.source_turn_ids (AriadneMem) / retrieved turn ids (flat)",
@@ -278,7 +281,7 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
             "turns": dataset.n_turns,
             "questions": dataset.n_questions,
             "questions_scored": sum(1 for c in dataset.conversations for q in c.questions if q.scored),
-            "questions_by_category": dict(sorted(by_cat.items())),
+            "questions_by_category": _questions_by_category(dataset),
             "categories": {str(k): v for k, v in CATEGORIES.items()},
             "evidence_repair": dataset.repair.to_dict(),
         },
@@ -297,16 +300,30 @@ def run_locomo(path: str | Path, conversations: Sequence[str] | None = None, out
         results["qa"] = qa_results
     if write:
         out_dir = Path(out) if out is not None else DEFAULT_OUT
-        summary = {k: v for k, v in results.items() if k != "qa"}
-        if qa_results is not None:  # predictions live in qa.json only
-            summary["qa"] = {k: v for k, v in qa_results.items() if k != "items"} | {"file": "qa.json"}
-        write_json(out_dir / "results.json", summary)
-        (out_dir / "results.md").write_text(locomo_markdown(results), encoding="utf-8")
-        recall_chart(summary, out_dir / "results.png")
-        write_jsonl(out_dir / "diagnostics.jsonl", diagnostics)
-        if qa_results is not None:
-            write_json(out_dir / "qa.json", qa_results)
-            (out_dir / "qa.md").write_text(qa_markdown(qa_results), encoding="utf-8")
-            qa_chart(qa_results, out_dir / "qa.png")
+        _write_locomo(out_dir, results, diagnostics)
         results["out"] = str(out_dir)
     return results
+
+
+def _questions_by_category(dataset: Dataset) -> dict[str, int]:
+    by_cat: dict[str, int] = {}
+    for c in dataset.conversations:
+        for q in c.questions:
+            by_cat[str(q.category)] = by_cat.get(str(q.category), 0) + 1
+    return dict(sorted(by_cat.items()))
+
+
+def _write_locomo(out_dir: Path, results: dict[str, Any], diagnostics: list[dict[str, Any]]) -> None:
+    """The bench's files: results (json, md, chart), diagnostics and, with QA, qa.json / qa.md / qa.png."""
+    qa_results = results.get("qa")
+    summary = {k: v for k, v in results.items() if k != "qa"}
+    if qa_results is not None:  # predictions live in qa.json only
+        summary["qa"] = {k: v for k, v in qa_results.items() if k != "items"} | {"file": "qa.json"}
+    write_json(out_dir / "results.json", summary)
+    (out_dir / "results.md").write_text(locomo_markdown(results), encoding="utf-8")
+    recall_chart(summary, out_dir / "results.png")
+    write_jsonl(out_dir / "diagnostics.jsonl", diagnostics)
+    if qa_results is not None:
+        write_json(out_dir / "qa.json", qa_results)
+        (out_dir / "qa.md").write_text(qa_markdown(qa_results), encoding="utf-8")
+        qa_chart(qa_results, out_dir / "qa.png")

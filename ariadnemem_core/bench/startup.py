@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..minilm_onnx import PACKAGE as MODEL_PACKAGE
+from ..minilm_onnx import cpu_count
 from .report import environment, fmt, markdown_table, write_json
 
 DEFAULT_OUT = Path("bench-results") / "startup"
@@ -314,17 +315,11 @@ def run_startup(out: str | Path | None = None, *, repeats: int = 5, rounds: int 
         "throughput": (min(results["throughput_ratio"].values()) >= TARGET_THROUGHPUT_RATIO
                        if results["throughput_ratio"] else None),
     }
-    results["environment"] = environment() | {"embedding_threads": _cpu_count()}
+    results["environment"] = environment() | {"embedding_threads": cpu_count()}
     results["seconds"] = round(time.perf_counter() - t_start, 1)
     write_json(out_dir / "startup.json", results)
     (out_dir / "startup.md").write_text(startup_markdown(results), encoding="utf-8")
     return results
-
-
-def _cpu_count() -> int:
-    from ..minilm_onnx import _cpu_count as count
-
-    return count()
 
 
 def startup_markdown(results: dict[str, Any]) -> str:

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
 from ..memory import AriadneMemory
-from ..models import Turn
+from ..models import Entry, Turn, UpdateEdge
+from ..synthesis import synthesize
 
 #: The suite shipped with the tests (read from the repository, never copied).
 DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "tests" / "data" / "update_dialogues.json"
@@ -85,10 +88,7 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
     dialogues = dialogues if dialogues is not None else load_suite()
     kwargs: dict[str, Any] = {"embedder": embedder, "extractor": extractor}
     mem = AriadneMemory(None, config, llm=llm, **{k: v for k, v in kwargs.items() if v is not None})
-    if llm is None:
-        mem._llm_checked = True  # offline answers even if the environment names an LLM
-    linked = clean = latest = n_up = n_neg = false_links = 0
-    original = n_original = neg_answered = n_neg_questions = 0
+    n: Counter[str] = Counter()
     failures: dict[str, list[str]] = {}
     links: dict[str, int] = {}
     with mem:
@@ -99,63 +99,82 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
             entries = {e.id: e for e in mem.entries(user)}
             edges = [e for e in mem.edges(user) if e.kind == "update"]
             links[user] = len(edges)
-            missed: list[str] = []
-            if d["kind"] == "negative":
-                n_neg += 1
-                false_links += len(edges)
-                missed += [f"false update: {entries[e.src].text!r} -> {entries[e.dst].text!r}"
-                           for e in edges if e.src in entries and e.dst in entries]
-                clean += not edges
-                if d.get("question"):
-                    n_neg_questions += 1
-                    answer = mem.answer(d["question"], user_id=user)
-                    if _norm(d["latest"]) in _norm(answer.text):
-                        neg_answered += 1
-                    else:
-                        missed.append(f"answer: {answer.text!r}")
-                if missed:
-                    failures[user] = missed
-                continue
-            n_up += 1
-            old = {f"{user}#{i}" for i in d["old"]}
-            new = {f"{user}#{i}" for i in d["new"]}
-            right = [e for e in edges if e.src in entries and e.dst in entries
-                     and set(entries[e.src].source_turn_ids) & old and set(entries[e.dst].source_turn_ids) & new]
-            for e in edges:
-                if e not in right and e.src in entries and e.dst in entries \
-                        and not _between(entries[e.src].source_turn_ids, entries[e.dst].source_turn_ids, user, d):
-                    false_links += 1
-                    missed.append(f"false update: {entries[e.src].text!r} -> {entries[e.dst].text!r}")
-            if right:
-                linked += 1
-            else:
-                missed.append("not linked")
-            answer = mem.answer(d["question"], user_id=user)
-            if _norm(d["latest"]) in _norm(answer.text):
-                latest += 1
-            else:
-                missed.append(f"answer: {answer.text!r}")
-            if d.get("question_original"):
-                n_original += 1
-                answer = mem.answer(d["question_original"], user_id=user)
-                if _norm(d["original"]) in _norm(answer.text) and _norm(d["latest"]) not in _norm(answer.text):
-                    original += 1
-                else:
-                    missed.append(f"original: {answer.text!r}")
+
+            def ask(question: str, user: str = user) -> str:
+                # ``llm`` itself, not the environment's: offline answers when it is None.
+                return synthesize(question, mem.retrieve(question, user_id=user), llm).text
+
+            score = _score_negative if d["kind"] == "negative" else _score_update
+            missed = score(d, entries, edges, ask, n)
             if missed:
                 failures[user] = missed
     return {
-        "linked": 100.0 * linked / max(n_up, 1),
-        "negatives_clean": 100.0 * clean / max(n_neg, 1),
-        "latest_answered": 100.0 * latest / max(n_up, 1),
-        "false_links": false_links,
-        "original_answered": 100.0 * original / n_original if n_original else None,
-        "negatives_answered": 100.0 * neg_answered / n_neg_questions if n_neg_questions else None,
-        "n_updates": n_up,
-        "n_negatives": n_neg,
+        "linked": 100.0 * n["linked"] / max(n["n_up"], 1),
+        "negatives_clean": 100.0 * n["clean"] / max(n["n_neg"], 1),
+        "latest_answered": 100.0 * n["latest"] / max(n["n_up"], 1),
+        "false_links": n["false_links"],
+        "original_answered": 100.0 * n["original"] / n["n_original"] if n["n_original"] else None,
+        "negatives_answered": 100.0 * n["neg_answered"] / n["n_neg_questions"] if n["n_neg_questions"] else None,
+        "n_updates": n["n_up"],
+        "n_negatives": n["n_neg"],
         "links": links,
         "failures": failures,
     }
+
+
+def _edge_text(edge: UpdateEdge, entries: dict[str, Entry]) -> str:
+    return f"false update: {entries[edge.src].text!r} -> {entries[edge.dst].text!r}"
+
+
+def _score_negative(d: dict[str, Any], entries: dict[str, Entry], edges: list[UpdateEdge],
+                    ask: Callable[[str], str], n: Counter[str]) -> list[str]:
+    """Count a negative dialogue (no update edge expected); returns what missed."""
+    n["n_neg"] += 1
+    n["false_links"] += len(edges)
+    missed = [_edge_text(e, entries) for e in edges if e.src in entries and e.dst in entries]
+    n["clean"] += not edges
+    if d.get("question"):
+        n["n_neg_questions"] += 1
+        answer = ask(d["question"])
+        if _norm(d["latest"]) in _norm(answer):
+            n["neg_answered"] += 1
+        else:
+            missed.append(f"answer: {answer!r}")
+    return missed
+
+
+def _score_update(d: dict[str, Any], entries: dict[str, Entry], edges: list[UpdateEdge],
+                  ask: Callable[[str], str], n: Counter[str]) -> list[str]:
+    """Count an update dialogue (an edge old -> new, the latest value answered); returns what missed."""
+    user = d["id"]
+    n["n_up"] += 1
+    old = {f"{user}#{i}" for i in d["old"]}
+    new = {f"{user}#{i}" for i in d["new"]}
+    right = [e for e in edges if e.src in entries and e.dst in entries
+             and set(entries[e.src].source_turn_ids) & old and set(entries[e.dst].source_turn_ids) & new]
+    missed: list[str] = []
+    for e in edges:
+        if e not in right and e.src in entries and e.dst in entries \
+                and not _between(entries[e.src].source_turn_ids, entries[e.dst].source_turn_ids, user, d):
+            n["false_links"] += 1
+            missed.append(_edge_text(e, entries))
+    if right:
+        n["linked"] += 1
+    else:
+        missed.append("not linked")
+    answer = ask(d["question"])
+    if _norm(d["latest"]) in _norm(answer):
+        n["latest"] += 1
+    else:
+        missed.append(f"answer: {answer!r}")
+    if d.get("question_original"):
+        n["n_original"] += 1
+        answer = ask(d["question_original"])
+        if _norm(d["original"]) in _norm(answer) and _norm(d["latest"]) not in _norm(answer):
+            n["original"] += 1
+        else:
+            missed.append(f"original: {answer!r}")
+    return missed
 
 
 #: The suites shipped with the tests: the one the rules were written with, the held-out one

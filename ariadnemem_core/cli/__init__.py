@@ -70,7 +70,7 @@ def demo(
     """Build a memory from a small shipped dialogue and show entries, updates and evidence."""
     from ..demo import run
 
-    memory_cmds._check_picture(picture)
+    memory_cmds.check_picture(picture)
     raise typer.Exit(run(store, picture))
 
 

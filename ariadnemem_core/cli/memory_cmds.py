@@ -148,7 +148,7 @@ def retrieve(
 ) -> None:
     """Build the question's evidence graph (no LLM call) and print it."""
     _check_question(query)
-    _check_picture(picture)
+    check_picture(picture)
     with open_memory(store, chroma_host, chroma_port, must_exist=True, flush=False) as mem:
         graph = mem.retrieve(query, user_id=user, agent_id=agent, session_id=session)
     drawn = _draw(graph, picture)
@@ -184,7 +184,7 @@ def ask(
     best fact) and says so on stderr.
     """
     _check_question(question)  # before the no-LLM warning: an empty question is the error to see
-    _check_picture(picture)
+    check_picture(picture)
     llm = None
     if base_url or model:
         from ..llm import LLMClient
@@ -223,9 +223,9 @@ def _print_graph(graph: EvidenceGraph, user: str) -> None:
 
 def _check_question(question: str) -> None:
     """The library's own check of a question (empty, whitespace only), before any work."""
-    from ..memory import _check_query
+    from ..memory import check_query
 
-    _check_query(question)
+    check_query(question)
 
 
 def _write_exactly(text: str) -> None:
@@ -237,7 +237,7 @@ def _write_exactly(text: str) -> None:
     sys.stdout.flush()
 
 
-def _check_picture(picture: Path | None) -> None:
+def check_picture(picture: Path | None) -> None:
     """Reject a bad --picture before any work (suffix, missing directory)."""
     if picture is None:
         return

@@ -303,12 +303,7 @@ def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
             gap = _agree_inverted(gap)
             repl = name + form[len(form) - len(verb):] if verb else name
         else:
-            repl = template.replace("{S}", name).replace("{O}", name)
-            if key == "i" or (key == "you" and (prev == "" or prev in _CLAUSE_OPENERS)):
-                agreed_verb = _agree_next_verb(text, m.end())
-                if agreed_verb is not None:
-                    repl += agreed_verb[0]
-                    end = agreed_verb[1]
+            repl, end = _filled(template, name, key, prev, text, end)
         if subject:
             subject_at[first] = m.start()
         if repl.startswith("the ") and _SENTENCE_START.search("".join(out[-2:]) + gap if out else gap):
@@ -318,6 +313,17 @@ def ground_pronouns_ex(text: str, speaker: str, other: str | None, *,
         last = end
     out.append(text[last:])
     return "".join(out), used_other
+
+
+def _filled(template: str, name: str, key: str, prev: str, text: str, end: int) -> tuple[str, int]:
+    """The pronoun's template filled with ``name``, and where the replaced span ends: after
+    "I" (or a clause-opening "you") the next verb is taken in and made to agree."""
+    repl = template.replace("{S}", name).replace("{O}", name)
+    if key == "i" or (key == "you" and (prev == "" or prev in _CLAUSE_OPENERS)):
+        agreed_verb = _agree_next_verb(text, end)
+        if agreed_verb is not None:
+            return repl + agreed_verb[0], agreed_verb[1]
+    return repl, end
 
 
 def ground_pronouns(text: str, speaker: str, other: str | None, *,
@@ -428,21 +434,27 @@ def find_attributes(text: str) -> dict[str, str]:
             if attr_words[-1] != "name":
                 attr_words = [*attr_words[:-1], attr_words[-1] + "'s", "name"]
             words = words[1:]
-        value: list[str] = []
-        for i, w in enumerate(words):
-            lw = w.lower()
-            nxt = words[i + 1].lower() if i + 1 < len(words) else ""
-            if (lw in _VALUE_STOP or (lw, nxt) in _VALUE_STOP_PAIRS
-                    or (lw in ("and", "or") and nxt in _VALUE_STOP_AFTER_AND)):
-                break
-            value.append(w)
-            if len(value) == 6:
-                break
+        value = _attribute_value(words)
         if not value or value[0].lower() in _VALUE_REJECT:
             continue
         attr = " ".join(attr_words)
         out.setdefault(attr, " ".join(value).strip("'\""))
     return out
+
+
+def _attribute_value(words: list[str]) -> list[str]:
+    """The value's words: at most 6, stopping at a clause boundary ("but", "and I ...")."""
+    value: list[str] = []
+    for i, w in enumerate(words):
+        lw = w.lower()
+        nxt = words[i + 1].lower() if i + 1 < len(words) else ""
+        if (lw in _VALUE_STOP or (lw, nxt) in _VALUE_STOP_PAIRS
+                or (lw in ("and", "or") and nxt in _VALUE_STOP_AFTER_AND)):
+            break
+        value.append(w)
+        if len(value) == 6:
+            break
+    return value
 
 
 # --------------------------------------------------------------------------- sentences

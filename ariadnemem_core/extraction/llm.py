@@ -217,6 +217,21 @@ def _clean_item(item: Any, i: int, index: dict[str, int]) -> dict[str, Any]:
     text = item.get("text")
     if not isinstance(text, str) or not text.strip():
         raise InvalidExtraction(f"entries[{i}].text must be a non-empty string")
+    clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": _positions(item, i, index)}
+    for name in _LIST_FIELDS:
+        clean[name] = _as_str_list(item.get(name), name, i)
+    for name in _OPT_STR_FIELDS:
+        value = item.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidExtraction(f"entries[{i}].{name} must be a string or null")
+        value = value.strip() if isinstance(value, str) else None
+        clean[name] = value if value and value.lower() not in ("null", "none", "n/a", "unknown") else None
+    clean["state"] = _state(item.get("state"))
+    return clean
+
+
+def _positions(item: dict[str, Any], i: int, index: dict[str, int]) -> list[int]:
+    """The window positions of the turns an entry cites (one id or a list), sorted, each once."""
     ids = item.get("source_turn_ids")
     if isinstance(ids, str | int) and not isinstance(ids, bool):
         ids = [ids]
@@ -229,17 +244,7 @@ def _clean_item(item: Any, i: int, index: dict[str, int]) -> dict[str, Any]:
             raise InvalidExtraction(f"entries[{i}] cites unknown turn id {raw!r}")
         if found not in positions:
             positions.append(found)
-    clean: dict[str, Any] = {"text": lex.normalize_text(text), "positions": sorted(positions)}
-    for name in _LIST_FIELDS:
-        clean[name] = _as_str_list(item.get(name), name, i)
-    for name in _OPT_STR_FIELDS:
-        value = item.get(name)
-        if value is not None and not isinstance(value, str):
-            raise InvalidExtraction(f"entries[{i}].{name} must be a string or null")
-        value = value.strip() if isinstance(value, str) else None
-        clean[name] = value if value and value.lower() not in ("null", "none", "n/a", "unknown") else None
-    clean["state"] = _state(item.get("state"))
-    return clean
+    return sorted(positions)
 
 
 def _state(raw: Any) -> dict[str, str] | None:

@@ -127,6 +127,15 @@ def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[
     return out
 
 
+def _chunk_body(seg: Segment, index: dict[str, str]) -> str | None:
+    """What a segment adds to an assistant's chunk: a paragraph's content sentences (None
+    when it is all chit-chat), any other block as it is."""
+    if seg.kind != "prose":
+        return seg.text
+    sentences = [s for s in g.split_atomic(lex.normalize_text(seg.text)) if not g.is_chitchat(s, index)]
+    return " ".join(sentences) if sentences else None
+
+
 def cover(entries: list[Entry], turns: Sequence[Turn], context: ExtractionContext,
           rule: RuleExtractor) -> tuple[list[Entry], int]:
     """``entries`` plus rule entries for every window turn that no entry cites, so that
@@ -305,7 +314,23 @@ class RuleExtractor:
         block is always one entry, never cut. Every block entry starts with the heading
         path or lead-in it sits under, so it reads on its own.
         """
-        assistant = turn.speaker.lower() in self.assistant_speakers
+        if turn.speaker.lower() in self.assistant_speakers:
+            out = self._assistant_chunks(turn, segments, other, index)
+        else:
+            out = []
+            for seg in segments:
+                if seg.kind == "prose":
+                    out.extend(self._prose_entries(turn, lex.normalize_text(seg.text), other, index, fallback=False))
+                else:
+                    out.append(self._block_entry(turn, seg.kind, seg.context, seg.text, other, index, lang=seg.lang))
+        if not out:  # nothing but chit-chat: keep the message as one entry (never lose a turn)
+            out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=False))
+        return out
+
+    def _assistant_chunks(self, turn: Turn, segments: list[Segment], other: str | None,
+                          index: dict[str, str]) -> list[Entry]:
+        """An assistant's blocks packed in order into chunks of up to ``CHUNK_CHARS`` (see
+        :meth:`_block_entries`); a code block is its own entry and closes the chunk."""
         out: list[Entry] = []
         chunk: list[str] = []
         chunk_ctx = ""
@@ -316,20 +341,13 @@ class RuleExtractor:
                 chunk.clear()
 
         for seg in segments:
-            if seg.kind == "code" or not assistant:
-                if seg.kind == "prose":
-                    out.extend(self._prose_entries(turn, lex.normalize_text(seg.text), other, index, fallback=False))
-                    continue
+            if seg.kind == "code":
                 close_chunk()
                 out.append(self._block_entry(turn, seg.kind, seg.context, seg.text, other, index, lang=seg.lang))
                 continue
-            if seg.kind == "prose":
-                sentences = [s for s in g.split_atomic(lex.normalize_text(seg.text)) if not g.is_chitchat(s, index)]
-                if not sentences:
-                    continue
-                body = " ".join(sentences)
-            else:
-                body = seg.text
+            body = _chunk_body(seg, index)
+            if body is None:
+                continue
             if chunk and sum(map(len, chunk)) + len(body) > CHUNK_CHARS:
                 close_chunk()
             if not chunk:
@@ -338,8 +356,6 @@ class RuleExtractor:
                 body = f"{seg.context.rsplit(' > ', 1)[-1]}: {body}"
             chunk.append(body)
         close_chunk()
-        if not out:  # nothing but chit-chat: keep the message as one entry (never lose a turn)
-            out.append(self._entry(turn, lex.normalize_text(turn.text), other, index, whole_turn=False))
         return out
 
     def _block_entry(self, turn: Turn, kind: str, context: str, body: str, other: str | None,

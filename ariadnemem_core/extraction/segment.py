@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from ..text import SENTENCE_END
 
@@ -97,11 +97,6 @@ def segment(text: str) -> list[Segment]:
     lead_in = ""
     out: list[Segment] = []
 
-    def context() -> str:
-        path = " > ".join(h for _, h in headings)
-        ctx = f"{path}: {lead_in}" if path and lead_in else path or lead_in
-        return ctx[-CONTEXT_CHARS:].strip()
-
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -118,24 +113,37 @@ def segment(text: str) -> list[Segment]:
         elif kind in ("paragraph_open", "blockquote_open", "html_block"):
             body = plain(" ".join(ln.strip().lstrip(">").strip() for ln in raw.split("\n")))
             if body:
-                out.append(Segment("prose", body, context()))
+                out.append(Segment("prose", body, _context(headings, lead_in)))
                 lead_in = _last_sentence(body).rstrip(":").strip() if body.endswith(":") else ""
         elif kind in ("fence", "code_block"):
-            code = tok.content.rstrip("\n")
-            if code.strip():
-                lang = tok.info.strip().split(" ")[0] or None if kind == "fence" else None
-                out.append(Segment("code", code, context(), lang))
+            out.extend(_code(tok, _context(headings, lead_in)))
             lead_in = ""
         elif kind in ("bullet_list_open", "ordered_list_open"):
             items = _top_items(tokens, i, lines)
-            out.extend(Segment("list", unit, context()) for unit in _group(items))
+            out.extend(Segment("list", unit, _context(headings, lead_in)) for unit in _group(items))
             lead_in = ""
         elif kind == "table_open":
             rows = [ln.strip() for ln in raw.split("\n") if ln.strip() and not set(ln.strip()) <= set("|:- ")]
-            out.append(Segment("table", plain("\n".join(rows)), context()))
+            out.append(Segment("table", plain("\n".join(rows)), _context(headings, lead_in)))
             lead_in = ""
         i += 1
     return out or [Segment("prose", text.strip())]
+
+
+def _context(headings: list[tuple[int, str]], lead_in: str) -> str:
+    """What a block sits under: its heading path and the lead-in sentence before it."""
+    path = " > ".join(h for _, h in headings)
+    ctx = f"{path}: {lead_in}" if path and lead_in else path or lead_in
+    return ctx[-CONTEXT_CHARS:].strip()
+
+
+def _code(tok: Any, context: str) -> list[Segment]:
+    """A fenced or indented code block as one segment (none when it is blank)."""
+    code = tok.content.rstrip("\n")
+    if not code.strip():
+        return []
+    lang = tok.info.strip().split(" ")[0] or None if tok.type == "fence" else None
+    return [Segment("code", code, context, lang)]
 
 
 def _top_items(tokens: list, i: int, lines: list[str]) -> list[str]:  # type: ignore[type-arg]

@@ -20,10 +20,10 @@ from .expansion import MAX_UPDATE_FOLLOW, short_message
 from .paths import order_key
 from .pool import Edge
 
-#: Most latest states shown with a fact updated along several branches (:func:`unit`).
+#: Knob: most latest states shown with a fact updated along several branches (:func:`unit`).
 MAX_LATEST_STATES = 2
-#: Fewest tokens a fact line costs ("[F1] " plus a few words): below this much room left,
-#: the budget stops looking.
+#: Bound: fewest tokens a fact line costs ("[F1] " plus a few words): below this much room
+#: left, the budget stops looking (no fact would fit).
 MIN_FACT_TOKENS = 6
 
 
@@ -105,12 +105,7 @@ def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapp
             costs[i] = fact_cost(shown[i])
         return costs[i]
 
-    day_costs: dict[str, int] = {}
-    days: dict[str, str] = {}
-    for i, e in entries.items():
-        days[i] = day = e.timestamp.strftime("%Y-%m-%d") if e.timestamp else ""
-        if day not in day_costs:
-            day_costs[day] = day_cost(e.timestamp)
+    days, day_costs = _days(entries)
     kept: list[str] = []
     kept_days: set[str] = set()
     used = overhead_cost()
@@ -136,6 +131,28 @@ def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapp
     top = {t for i in ranked[: cfg.message_context] for t in entries[i].source_turn_ids} - long_turns
     # Counted over the message's entries among the candidates, for these few turns only.
     whole = {t for t in top if short_message((e for e in entries.values() if t in e.source_turn_ids[:1]), cfg)}
+    for i in [*pinned, *_turn_first(ranked, entries, whole)]:
+        if i not in kept and not take(i) and len(kept) >= cfg.max_nodes:
+            break
+        if cfg.token_budget is not None and cfg.token_budget - used < MIN_FACT_TOKENS:
+            break  # no fact fits in what is left
+    return kept
+
+
+def _days(entries: Mapping[str, Entry]) -> tuple[dict[str, str], dict[str, int]]:
+    """Each entry's day ("" undated), and what each day's header costs."""
+    day_costs: dict[str, int] = {}
+    days: dict[str, str] = {}
+    for i, e in entries.items():
+        days[i] = day = e.timestamp.strftime("%Y-%m-%d") if e.timestamp else ""
+        if day not in day_costs:
+            day_costs[day] = day_cost(e.timestamp)
+    return days, day_costs
+
+
+def _turn_first(ranked: list[str], entries: Mapping[str, Entry], whole: set[str]) -> list[str]:
+    """``ranked`` in :func:`keep`'s two passes: the best node of each source turn first,
+    then the rest (except the turns of ``whole`` messages, whose nodes stay first)."""
     seen_turns: set[str] = set()
     first: list[str] = []
     second: list[str] = []
@@ -143,12 +160,7 @@ def keep(entries: Mapping[str, Entry], scores: Mapping[str, float], chains: Mapp
         turns = set(entries[i].source_turn_ids)
         (second if turns and turns <= seen_turns and not turns & whole else first).append(i)
         seen_turns |= turns
-    for i in [*pinned, *first, *second]:
-        if i not in kept and not take(i) and len(kept) >= cfg.max_nodes:
-            break
-        if cfg.token_budget is not None and cfg.token_budget - used < MIN_FACT_TOKENS:
-            break  # no fact fits in what is left
-    return kept
+    return first + second
 
 
 def fit(query: str, entries: Mapping[str, Entry], scores: Mapping[str, float], roles: Mapping[str, str],

@@ -45,7 +45,7 @@ class Hit(NamedTuple):
     pin: int | None = None
 Channel = Callable[[Store, Question, Config, Mapping[str, list[Hit]]], list[Hit]]
 
-#: Most memories a named period is scanned for (~30 MB of 384-d vectors read and scored).
+#: Bound: most memories a named period is scanned for (~30 MB of 384-d vectors read and scored).
 MAX_PERIOD_SCAN = 20_000
 
 
@@ -92,8 +92,9 @@ def period(store: Store, q: Question, config: Config, drawn: Mapping[str, list[H
     return [Hit(ids[i], float(sims[i])) for i in best if ts[i] < end and ids[i] not in seen][: config.k_period]
 
 
-#: Depth of each of the message channel's two rankings fed into its rank fusion (as the
-#: flat hybrid baseline: reciprocal-rank fusion of the top 50 by cosine and by BM25).
+#: Knob: depth of each of the message channel's two rankings fed into its rank fusion
+#: (as the flat hybrid baseline, ``bench.baselines.FUSION_POOL``: reciprocal-rank fusion
+#: of the top 50 by cosine and by BM25).
 MESSAGE_POOL = 50
 
 
@@ -163,7 +164,8 @@ def _line_tokens(line: str) -> int:
     return count_tokens(line)
 
 
-#: Reciprocal-rank fusion constant (Cormack et al. 2009; the usual default).
+#: Knob: the reciprocal-rank fusion constant (Cormack et al. 2009; the usual default,
+#: shared with the flat hybrid baseline).
 K_RRF = 60
 _T = TypeVar("_T", bound=Hashable)
 

@@ -25,14 +25,19 @@ from ..tokens import count_tokens
 from . import bridges as bridges_mod
 from .pool import Pool
 
-#: Most newer states pulled in to show the latest value of kept facts (steps along a chain).
+# The read path's constants outside ``Config`` are listed, with their kind, in
+# docs/architecture.md ("Read-path constants"): a bound caps work, a knob shapes quality,
+# kept out of ``Config`` because a user has no reason to change it.
+#: Bound: most steps along an update chain followed per query (one store read each) to
+#: show the latest value of kept facts.
 MAX_UPDATE_FOLLOW = 4
-#: Score of a candidate's previous state relative to it: it competes for the budget like
-#: any fact and never outranks the state that replaced it.
+#: Knob: score of a candidate's previous state relative to it: it competes for the
+#: budget like any fact and never outranks the state that replaced it.
 OLDER_STATE_WEIGHT = 0.9
-#: How far (in stored entries) the other sentences of a message are looked for.
+#: Bound: how far (in stored entries) the other sentences of a message are looked for
+#: (they are stored next to each other; a message shown whole is short).
 MESSAGE_SPAN = 8
-#: How far (in stored entries) the reply to a hit is looked for.
+#: Bound: how far (in stored entries) the reply to a hit is looked for.
 REPLY_SPAN = 6
 
 #: ``(entry, its fused score)`` of the strongest candidates, taken before expansion.

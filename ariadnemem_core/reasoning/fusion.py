@@ -17,7 +17,7 @@ A reranker is one more function in :data:`WEIGHTS` and one ``Config`` entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -90,28 +90,40 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
     for eid, bm25, _ in lexical:
         if eid not in entries:
             continue
-        cand = cands.get(eid)
-        if cand is None:
-            sim = _cosine(entries[eid].embedding, q, config.nameless_query_weight)
-            cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
+        cand = _candidate(cands, entries, eid, q, config)
         cand.lexical = bm25 / top_lex
         cand.channels.add("lexical")
     for hit in drawn.get("messages", ()):
         if hit.entry_id not in entries:
             continue
-        cand = cands.get(hit.entry_id)
-        if cand is None:
-            sim = _cosine(entries[hit.entry_id].embedding, q, config.nameless_query_weight)
-            cand = cands[hit.entry_id] = Candidate(entries[hit.entry_id], sim, dense=sim)
+        cand = _candidate(cands, entries, hit.entry_id, q, config)
         cand.message = max(cand.message, hit.score)
         if hit.pin is not None:
             cand.pin = hit.pin if cand.pin is None else min(cand.pin, hit.pin)
         cand.channels.add("messages")
-    for cand in cands.values():
+    return sorted(_scored(cands.values(), q, config), key=lambda c: -c.score)
+
+
+def _candidate(cands: dict[str, Candidate], entries: Mapping[str, Entry], eid: str, q: Question,
+               config: Config) -> Candidate:
+    """The candidate of memory ``eid``, added (scored by its cosine to the question) when
+    no cosine channel drew it."""
+    cand = cands.get(eid)
+    if cand is None:
+        sim = _cosine(entries[eid].embedding, q, config.nameless_query_weight)
+        cand = cands[eid] = Candidate(entries[eid], sim, dense=sim)
+    return cand
+
+
+def _scored(cands: Iterable[Candidate], q: Question, config: Config) -> list[Candidate]:
+    """``cands`` with their scores: the match score times every weight of :data:`WEIGHTS`."""
+    out = []
+    for cand in cands:
         cand.score = cand.match(config.lexical_weight)
         for weight in WEIGHTS.values():
             cand.score *= weight(cand, q, config)
-    return sorted(cands.values(), key=lambda c: -c.score)
+        out.append(cand)
+    return out
 
 
 def _cosine(emb: np.ndarray | None, q: Question, weight: float) -> float:

@@ -18,11 +18,11 @@ import networkx as nx
 
 from ..models import Entry
 
-#: Out-neighbours followed per node (best-scored first) and paths enumerated at most:
-#: keeps the DFS bounded on dense same-session clusters.
+#: Bounds: out-neighbours followed per node (best-scored first) and paths enumerated at
+#: most: keeps the DFS bounded on dense same-session clusters.
 BRANCHING = 6
 MAX_ENUMERATED = 4000
-#: Paths start only from the best-scored nodes: a path's value is its mean score, so one
+#: Bound: paths start only from the best-scored nodes: a path's value is its mean score, so one
 #: that starts low never ranks among the few kept, and starting from every node of a
 #: 100-node agent-conversation graph was half of a query's time.
 MAX_STARTS = 20
@@ -94,6 +94,11 @@ def mine_paths(d: nx.DiGraph[str], entries: dict[str, Entry], scores: dict[str, 
         ts0 = stamp[start]
         dfs(start, score[start], ts0, ts0, False, False, ts0)
         path.pop()
+    return _best_distinct(found, limit)
+
+
+def _best_distinct(found: list[tuple[float, list[str]]], limit: int) -> list[list[str]]:
+    """The ``limit`` best-scored paths, skipping any that lies inside one already kept."""
     found.sort(key=lambda sp: -sp[0])
     kept: list[list[str]] = []
     for _, candidate in found:

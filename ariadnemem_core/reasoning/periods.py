@@ -35,9 +35,9 @@ _PATTERNS = [re.compile(r"\b" + _BEFORE + p + r"\b", re.IGNORECASE) for p in (
     _MONTH + r"\s+" + _DAY + r",?\s+" + _YEAR,
     _MONTH + r",?\s+(?:of\s+)?" + _YEAR,
 )]
-#: Slack around a named day: a message stamped late in the evening, or the next morning.
+#: Knob: slack around a named day: a message stamped late in the evening, or the next morning.
 DAY_SLACK = timedelta(days=1)
-#: How far "before X" / "after X" reaches from X.
+#: Knob: how far "before X" / "after X" reaches from X.
 BEFORE_AFTER = timedelta(days=7)
 
 

@@ -9,13 +9,15 @@ records per-stage timings in ``graph.stats``. ``Config`` switches the stages.
 from __future__ import annotations
 
 import time
+from collections.abc import Container, Mapping
 
+import networkx as nx
 import numpy as np
 
 from ..config import Config
 from ..embedding import Embedder
 from ..evidence import EvidenceGraph
-from ..models import Scope
+from ..models import Entry, Scope
 from ..store import Store
 from ..text import STOPWORDS
 from . import bridges, budget, channels, expansion, fusion, paths
@@ -82,12 +84,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     entries = pool.entries()
     stored_updates = [(e.src, e.dst) for e in store.edges(scope.user_id, entries) if e.kind == "update"]
     g = bridges.base_graph(list(entries.values()), speakers, cfg, stored_updates)
-    for src, dst, data in g.edges(data=True):
-        if data["kind"] != "update":
-            pool.link(src, dst, data["kind"])
-    for s, d in stored_updates:
-        if s in pool and d in pool:
-            pool.link(s, d, "update")
+    _link_base_graph(pool, g, stored_updates)
     timings["ms_graph"] = _ms(t)
 
     n_bridges = 0
@@ -108,10 +105,7 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
     entries, scores = pool.entries(), pool.scores()
     shown = budget.Shown(q.terms, entries, cfg)
     keep = budget.keep(entries, scores, chains, newer, cfg, shown, long_turns, pool.pinned())
-    for node in list(keep):
-        for end in budget.unit(node, chains, entries, newer)[1:]:
-            if end in keep and end not in chains.get(node, ()):
-                pool.link(node, end, "update")  # the intermediate state was left out
+    _link_skipped_states(pool, keep, chains, entries, newer)
     mined = [p for p in mined if all(n in keep for n in p)][: cfg.max_paths]
     timings["ms_budget"] = _ms(t)
 
@@ -127,6 +121,26 @@ def build_evidence_graph(store: Store, embedder: Embedder, config: Config, query
         "ms_total": _ms(t0),
     })
     return graph
+
+
+def _link_base_graph(pool: Pool, g: nx.Graph[str], stored_updates: list[tuple[str, str]]) -> None:
+    """The base graph's edges into the pool; updates only as the store recorded them."""
+    for src, dst, data in g.edges(data=True):
+        if data["kind"] != "update":
+            pool.link(src, dst, data["kind"])
+    for s, d in stored_updates:
+        if s in pool and d in pool:
+            pool.link(s, d, "update")
+
+
+def _link_skipped_states(pool: Pool, keep: list[str], chains: Mapping[str, list[str]],
+                         entries: Mapping[str, Entry], newer: Container[str]) -> None:
+    """An update edge from a kept state straight to a newer kept one when the
+    intermediate state was left out by the budget."""
+    for node in list(keep):
+        for end in budget.unit(node, chains, entries, newer)[1:]:
+            if end in keep and end not in chains.get(node, ()):
+                pool.link(node, end, "update")
 
 
 def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str],

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError
 from ..models import Entry, Scope
 from . import transfer
-from .dense import DEFAULT_CHROMA_PORT, DenseIndex, _chroma_meta, _close_client, collection_name
+from .dense import DEFAULT_CHROMA_PORT, DenseIndex, chroma_metadata, close_client, collection_name
 from .locking import DB_FILENAME
 from .opening import is_store_url, open_store, redact_url
 from .protocol import Store
 from .records import (
-    _SCHEMA,
+    SCHEMA,
     SCHEMA_VERSION,
     STAT_KEYS,
     PendingConflict,
@@ -147,26 +147,7 @@ class SQLiteStore(Records, DenseIndex):
         return True
 
     def _open(self, embedder_name: str, *, ready: bool = False) -> None:
-        records = self.path / DB_FILENAME
-        if ready:  # checked before connecting, which would create (or set up) an empty database
-            if not records.exists():
-                raise StoreError(_lost_records(records, "is missing"))
-            if records.stat().st_size == 0:  # a set-up records file holds at least its header page
-                raise StoreError(_lost_records(records, "is empty"))
-        try:
-            self._connect()
-            if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
-                raise StoreError(_lost_records(records, "is empty"))
-            self._db.executescript(_SCHEMA)
-        except BaseException as exc:
-            for handle in ("_db", "_lockfile"):
-                with suppress(Exception):
-                    getattr(self, handle).close()
-            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
-                raise StoreError(_damaged_records(records, exc)) from exc
-            if isinstance(exc, sqlite3.Error | OSError):
-                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
-            raise
+        self._open_records(ready)
         try:
             self._check_meta(embedder_name)
             if self.remote:
@@ -180,6 +161,31 @@ class SQLiteStore(Records, DenseIndex):
             self._lockfile.close()
             if self._temp:
                 shutil.rmtree(self.path, ignore_errors=True)
+            raise
+
+    def _open_records(self, ready: bool) -> None:
+        """Connect to the records file and set up its schema. A store that was set up
+        (``ready``) must still have its records: a missing or empty file is refused, and
+        so is a file SQLite cannot read; both with what to do."""
+        records = self.path / DB_FILENAME
+        if ready:  # checked before connecting, which would create (or set up) an empty database
+            if not records.exists():
+                raise StoreError(_lost_records(records, "is missing"))
+            if records.stat().st_size == 0:  # a set-up records file holds at least its header page
+                raise StoreError(_lost_records(records, "is empty"))
+        try:
+            self._connect()
+            if ready and not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
+                raise StoreError(_lost_records(records, "is empty"))
+            self._db.executescript(SCHEMA)
+        except BaseException as exc:
+            for handle in ("_db", "_lockfile"):
+                with suppress(Exception):
+                    getattr(self, handle).close()
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+                raise StoreError(_damaged_records(records, exc)) from exc
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
             raise
 
     @property
@@ -223,7 +229,7 @@ class SQLiteStore(Records, DenseIndex):
             try:
                 with self._dense("update metadata"):
                     col = self._collection(scope.user_id)
-                    col.update(ids=[e.id for e in commit.merged], metadatas=[_chroma_meta(e) for e in commit.merged])
+                    col.update(ids=[e.id for e in commit.merged], metadatas=[chroma_metadata(e) for e in commit.merged])
             except StoreError:
                 # Mark them for reconcile(), whose upsert carries the fresh metadata.
                 self.mark_unindexed([e.id for e in commit.merged])
@@ -361,7 +367,7 @@ class SQLiteStore(Records, DenseIndex):
             self._db.close()
             self._collections.clear()
             if self._injected is None:  # an injected client belongs to the caller
-                _close_client(self._chroma)
+                close_client(self._chroma)
             self._chroma = None
             self._lockfile.close()
         if self._temp:

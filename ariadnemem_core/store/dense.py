@@ -27,7 +27,8 @@ import numpy as np
 from ..errors import StoreError
 from ..models import Entry, Scope, to_epoch
 from .locking import Guarded
-from .records import ENTRY_COLUMNS, _scope_sql, readable
+from .records import scope_sql
+from .rows import ENTRY_COLUMNS, readable
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -181,7 +182,7 @@ class DenseIndex(Guarded):
         self._collections.clear()
         if self.remote or self._chroma is None:  # a shared server, or nothing opened yet
             return
-        _close_client(self._chroma)
+        close_client(self._chroma)
         self._chroma = self._open_chroma()
 
 
@@ -200,7 +201,7 @@ class DenseIndex(Guarded):
                         with suppress(Exception):
                             self._client().delete_collection(collection_name(user_id, self._chroma_prefix))
                 else:
-                    _close_client(self._chroma)
+                    close_client(self._chroma)
                     self._chroma = None
                     folder = self.path / "chroma"
                     _forget_system(str(folder))
@@ -325,7 +326,7 @@ class DenseIndex(Guarded):
                     col.upsert(
                         ids=[e.id for e in chunk],
                         embeddings=np.stack([e.vector for e in chunk]).astype(np.float32),
-                        metadatas=[_chroma_meta(e) for e in chunk],
+                        metadatas=[chroma_metadata(e) for e in chunk],
                     )
         with self._tx() as db:
             db.executemany("UPDATE entries SET indexed = 1 WHERE id = ?", [(e.id,) for e in entries])
@@ -402,7 +403,7 @@ class DenseIndex(Guarded):
     def _unit_vectors(self, scope: Scope) -> tuple[list[str], np.ndarray]:
         """The scope's entry ids and unit-length vectors, in storage order. A row whose
         vector is unusable is left out (the next reconcile quarantines it)."""
-        sql, params = _scope_sql("SELECT id, embedding FROM entries WHERE user_id = ? AND length(embedding) = ?",
+        sql, params = scope_sql("SELECT id, embedding FROM entries WHERE user_id = ? AND length(embedding) = ?",
                                  [scope.user_id, 4 * self.dim], scope)
         rows = self._read(sql + " ORDER BY seq", params)
         if not rows:
@@ -434,11 +435,17 @@ class DenseIndex(Guarded):
         with self._lock, self._dense("count vectors"):
             return int(self._collection(user_id).count())
 
+
 def _forget_system(persist_directory: str) -> None:
-    """Drop chromadb's cached system for one folder. chromadb keeps one system per path
-    for the whole process, even one whose start failed, so every later client of that
-    path would get the broken one; its only public reset (``clear_system_cache``) would
-    drop every other store's too."""
+    """Drop chromadb's cached system for one folder.
+
+    chromadb keeps one system per path for the whole process, even one whose start
+    failed, so every later client of that path would get the broken one. Its only public
+    reset, ``SharedSystemClient.clear_system_cache()``, drops every path's system, and the
+    other stores' open clients look theirs up there (they would fail), so this pops the
+    one folder from its private registry: the only reach into chromadb's internals,
+    checked on the installed version by ``tests/test_no_hang_no_loss.py``.
+    """
     with suppress(Exception):
         from chromadb.api.shared_system_client import SharedSystemClient
 
@@ -449,7 +456,7 @@ def _forget_system(persist_directory: str) -> None:
                 system.stop()
 
 
-def _close_client(client: ClientAPI | None) -> None:
+def close_client(client: ClientAPI | None) -> None:
     """Close a chromadb client we created, best effort (not every client type can close)."""
     close = getattr(client, "close", None)
     if close is not None:
@@ -457,8 +464,10 @@ def _close_client(client: ClientAPI | None) -> None:
             close()
 
 
-def _chroma_meta(entry: Entry) -> dict[str, Any]:
-    # chromadb metadata values cannot be None: "" marks an absent agent/session.
+def chroma_metadata(entry: Entry) -> dict[str, Any]:
+    """The metadata the dense index keeps with ``entry``'s vector: its agent, session and
+    timestamp, which the scope filter and a merge's refresh need. chromadb metadata values
+    cannot be None: "" marks an absent agent or session, -1 an absent timestamp."""
     ts = to_epoch(entry.timestamp)
     return {
         "agent_id": entry.agent_id or "",

@@ -45,19 +45,14 @@ from .locking import lock_timeout_from_env
 from .opening import redact_url
 from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, check_schema_name
 from .records import (
-    ENTRY_COLUMNS,
     EXPORT_TABLES,
     RECENT_TURNS,
     STAT_KEYS,
     PendingConflict,
     WindowCommit,
-    _entry_params,
-    _fts_body,
-    _turn_from_json,
-    entry_row_problem,
     message_rows,
-    readable,
 )
+from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, turn_from_json
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +101,19 @@ LIMIT %(k)s
 """
 
 
-def _split_url(url: str) -> tuple[str, str, int]:
-    """(libpq URL, schema, pool size): this library's own query parameters are removed."""
+def split_url(url: str) -> tuple[str, str, int]:
+    """Split a store URL into what libpq and this backend each need.
+
+    Args:
+        url: a ``postgresql://`` store URL, optionally with ``schema`` and ``pool_size``.
+
+    Returns:
+        (libpq URL, schema, pool size): this library's own query parameters are removed
+        from the URL libpq sees (the benchmarks' host set-up uses it too).
+
+    Raises:
+        StoreError: the schema name or the pool size is invalid.
+    """
     parts = urlsplit(url)
     schema, pool = DEFAULT_SCHEMA, DEFAULT_POOL_SIZE
     kept = []
@@ -154,7 +160,7 @@ def _as_bytes(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _lexical_params(entry: Entry) -> tuple[str, int]:
-    toks = lexical.tokens(_fts_body(entry))
+    toks = lexical.tokens(fts_body(entry))
     # FTS5 counts the scope column's tokens in a document's length: so do we.
     scope_tokens = 1 + (entry.agent_id is not None) + (entry.session_id is not None)
     return lexical.tsvector_literal(toks), len(toks) + scope_tokens
@@ -194,7 +200,7 @@ class PostgresStore:
     def __init__(self, url: str, *, dim: int, embedder_name: str, lock_timeout: float | None = None) -> None:
         self._safe_url = redact_url(url)
         self._secret = urlsplit(url).password or ""
-        conninfo, self.schema, pool_size = _split_url(url)
+        conninfo, self.schema, pool_size = split_url(url)
         self.dim = dim
         self._lock_timeout = lock_timeout_from_env(lock_timeout)
         self._closed = False
@@ -403,7 +409,7 @@ class PostgresStore:
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:
             try:
-                out.append((int(seq), Scope(u, a, s), _turn_from_json(t)))
+                out.append((int(seq), Scope(u, a, s), turn_from_json(t)))
             except InvalidInputError as exc:
                 bad.append((int(seq), str(exc)))
         if bad:
@@ -446,7 +452,7 @@ class PostgresStore:
         out = []
         for (raw,) in rows:
             try:
-                out.append(_turn_from_json(raw))
+                out.append(turn_from_json(raw))
             except InvalidInputError:
                 continue
         return out
@@ -490,7 +496,7 @@ class PostgresStore:
             self._touch(cur, [scope.user_id])
 
     def _insert_entry(self, cur: psycopg.Cursor[Any], entry: Entry) -> None:
-        params = list(_entry_params(entry))
+        params = list(entry_params(entry))
         params[-1] = np.asarray(entry.embedding, dtype=np.float32)
         cur.execute(_INSERT_ENTRY, (*params, *_lexical_params(entry)))
         row = cur.fetchone()
@@ -923,7 +929,7 @@ class PostgresStore:
         bad_pending = []
         for seq, raw in self._read("SELECT seq, turn FROM pending_turns ORDER BY seq"):
             try:
-                _turn_from_json(raw)
+                turn_from_json(raw)
             except InvalidInputError as exc:
                 bad_pending.append((int(seq), str(exc)))
         report: dict[str, Any] = {"entries": self.count(), "bad_entries": [list(b) for b in bad],

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError, StoreError
-from ..limits import check_entry, load_json
 from ..models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 from ..text import QUERY_STOPWORDS, index_words
 from .locking import Guarded
+from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, row_to_entry, turn_from_json
 
 SCHEMA_VERSION = 1
 #: Turns kept per scope as pronoun context for the next window.
@@ -37,7 +37,8 @@ RECENT_TURNS = 4
 STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "gate_low_info", "gate_low_info_entries",
              "merge", "link", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
 
-_SCHEMA = """
+#: The records' tables and indexes (idempotent: run on every open).
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -166,11 +167,6 @@ _IMPORT_SQL = {
     "pending": "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
 }
 
-ENTRY_COLUMNS = (
-    "seq, id, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic, "
-    "ts, first_ts, speaker, source_turn_ids, metadata, embedding"
-)
-
 
 def scope_token(kind: str, value: str) -> str:
     """An FTS-safe token naming one scope component (indexed, so filtering is in-index)."""
@@ -293,7 +289,7 @@ class Records(Guarded):
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:
             try:
-                out.append((seq, Scope(u, a, s), _turn_from_json(t)))
+                out.append((seq, Scope(u, a, s), turn_from_json(t)))
             except InvalidInputError as exc:
                 bad.append((seq, str(exc)))
         if bad:
@@ -380,7 +376,7 @@ class Records(Guarded):
         out = []
         for (raw,) in rows:  # context only: an unreadable one is skipped
             with suppress(InvalidInputError):
-                out.append(_turn_from_json(raw))
+                out.append(turn_from_json(raw))
         return out
 
     def participants(self, user_id: str) -> list[str]:
@@ -433,7 +429,7 @@ class Records(Guarded):
                  to_epoch(entry.timestamp), json.dumps(entry.source_turn_ids),
                  json.dumps(entry.metadata), entry.id),
             )
-            db.execute("UPDATE entries_fts SET body = ? WHERE rowid = ?", (_fts_body(entry), entry.seq))
+            db.execute("UPDATE entries_fts SET body = ? WHERE rowid = ?", (fts_body(entry), entry.seq))
         db.executemany(
             "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -524,7 +520,7 @@ class Records(Guarded):
     def entries(self, scope: Scope, *, ts_range: tuple[float, float] | None = None) -> list[Entry]:
         sql = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ?"
         params: list[Any] = [scope.user_id]
-        sql, params = _scope_sql(sql, params, scope)
+        sql, params = scope_sql(sql, params, scope)
         if ts_range is not None:
             sql += " AND ts >= ? AND ts <= ?"
             params += [ts_range[0], ts_range[1]]
@@ -536,13 +532,13 @@ class Records(Guarded):
     def count(self, scope: Scope | None = None) -> int:
         if scope is None:
             return int(self._read("SELECT COUNT(*) FROM entries")[0][0])
-        sql, params = _scope_sql("SELECT COUNT(*) FROM entries WHERE user_id = ?", [scope.user_id], scope)
+        sql, params = scope_sql("SELECT COUNT(*) FROM entries WHERE user_id = ?", [scope.user_id], scope)
         return int(self._read(sql, params)[0][0])
 
     def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         """The next ``n`` entries stored after ``entry`` in its scope (insertion order):
         in a dialogue, the reply to it. Read-only shared objects (generation cache)."""
-        sql, params = _scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq > ?",
+        sql, params = scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq > ?",
                                  [scope.user_id, entry.seq], scope)
         key = ("following", scope.user_id, scope.agent_id, scope.session_id, entry.seq, n)
         ids = self._cached(key, lambda: [r[0] for r in self._read(sql + " ORDER BY seq LIMIT ?", [*params, n])])
@@ -553,7 +549,7 @@ class Records(Guarded):
         """The entries stored up to ``n`` places before and after ``entry`` in its scope
         (insertion order, ``entry`` itself included): the other sentences of its message
         were stored next to it. Read-only shared objects (generation cache)."""
-        sql, params = _scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq BETWEEN ? AND ?",
+        sql, params = scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq BETWEEN ? AND ?",
                                  [scope.user_id, entry.seq - n, entry.seq + n], scope)
         key = ("around", scope.user_id, scope.agent_id, scope.session_id, entry.seq, n)
         ids = self._cached(key, lambda: [r[0] for r in self._read(sql + " ORDER BY seq", params)])
@@ -568,7 +564,7 @@ class Records(Guarded):
         The time window is pushed into the index (a range scan on ``(user_id, ts)``), so a
         bridge query only ever scores memories that can lie between its two terminals.
         """
-        sql, params = _scope_sql("SELECT id, ts, embedding FROM entries WHERE user_id = ? AND ts >= ? AND ts <= ?",
+        sql, params = scope_sql("SELECT id, ts, embedding FROM entries WHERE user_id = ? AND ts >= ? AND ts <= ?",
                                  [scope.user_id, lo, hi], scope)
         if limit is not None:
             sql += " ORDER BY ts LIMIT ?"
@@ -610,7 +606,7 @@ class Records(Guarded):
         vectors) are scored with one matrix product in a few milliseconds.
         """
         def load() -> tuple[list[str], list[list[str]], np.ndarray]:
-            sql, params = _scope_sql("SELECT turn_id, entry_ids, embedding FROM messages WHERE user_id = ?",
+            sql, params = scope_sql("SELECT turn_id, entry_ids, embedding FROM messages WHERE user_id = ?",
                                      [scope.user_id], scope)
             rows = self._read(sql + " ORDER BY seq", params)
             if not rows:
@@ -750,9 +746,9 @@ class Records(Guarded):
         user their counters, edges, mentions and attributes, in one transaction."""
         with self._tx() as db:
             self._delete_rows(db, victims)
-            sql, params = _scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
+            sql, params = scope_sql("DELETE FROM pending_turns WHERE user_id = ?", [scope.user_id], scope)
             db.execute(sql, params)
-            sql, params = _scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
+            sql, params = scope_sql("DELETE FROM recent_turns WHERE user_id = ?", [scope.user_id], scope)
             db.execute(sql, params)
             delete_messages(db, scope.user_id, scope=scope)
             if scope.agent_id is None and scope.session_id is None:
@@ -773,7 +769,7 @@ class Records(Guarded):
         bad = []
         for seq, raw in self._read("SELECT seq, turn FROM pending_turns ORDER BY seq"):
             try:
-                _turn_from_json(raw)
+                turn_from_json(raw)
             except InvalidInputError as exc:
                 bad.append((int(seq), str(exc)))
         return bad
@@ -835,11 +831,11 @@ class Records(Guarded):
             "INSERT INTO entries(id, user_id, agent_id, session_id, text, keywords, persons, "
             "entities, location, topic, ts, first_ts, speaker, source_turn_ids, metadata, embedding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            _entry_params(entry),
+            entry_params(entry),
         )
         entry.seq = int(cur.lastrowid or 0)  # always set after an INSERT
         db.execute("INSERT INTO entries_fts(rowid, scope, body) VALUES (?, ?, ?)",
-                   (entry.seq, _scope_tokens(entry), _fts_body(entry)))
+                   (entry.seq, scope_tokens(entry), fts_body(entry)))
 
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         for e in entries:
@@ -915,7 +911,7 @@ def delete_messages(db: sqlite3.Connection, user_id: str, turn_id: str | None = 
         sql += " AND turn_id = ?"
         params.append(turn_id)
     if scope is not None:
-        sql, params = _scope_sql(sql, params, scope)
+        sql, params = scope_sql(sql, params, scope)
     seqs = [r[0] for r in db.execute(sql, params)]
     for start in range(0, len(seqs), 500):
         chunk = seqs[start : start + 500]
@@ -924,79 +920,8 @@ def delete_messages(db: sqlite3.Connection, user_id: str, turn_id: str | None = 
         db.execute(f"DELETE FROM messages_fts WHERE rowid IN ({marks})", chunk)
 
 
-# ---------------------------------------------------------------------- module helpers
-def row_to_entry(row: tuple[Any, ...]) -> Entry:
-    """An :class:`Entry` from one ``SELECT {ENTRY_COLUMNS}`` row."""
-    (seq, eid, user_id, agent_id, session_id, text, keywords, persons, entities, location, topic,
-     ts, first_ts, speaker, source, metadata, emb) = row
-    return Entry(
-        id=eid, text=text, keywords=json.loads(keywords), persons=json.loads(persons),
-        entities=json.loads(entities), location=location, topic=topic,
-        timestamp=from_epoch(ts), first_timestamp=from_epoch(first_ts),
-        embedding=np.frombuffer(emb, dtype=np.float32).copy(),
-        source_turn_ids=json.loads(source), speaker=speaker, metadata=json.loads(metadata),
-        user_id=user_id, agent_id=agent_id, session_id=session_id, seq=seq,
-    )
-
-
-def readable(rows: Iterable[tuple[Any, ...]]) -> list[Entry]:
-    """The entries of ``rows`` that can be decoded; a broken row is skipped, never fatal
-    to a read (``doctor()`` and the next open quarantine it with its reason)."""
-    out = []
-    for row in rows:
-        try:
-            out.append(row_to_entry(row))
-        except (ValueError, TypeError, RecursionError):
-            continue
-    return out
-
-
-def entry_row_problem(row: tuple[Any, ...], dim: int) -> str | None:
-    """Why a ``SELECT {ENTRY_COLUMNS}`` row cannot be used, or None when it is whole."""
-    emb = row[-1]
-    if not isinstance(emb, bytes | memoryview) or len(emb) != 4 * dim:
-        size = len(emb) if isinstance(emb, bytes | memoryview) else type(emb).__name__
-        return f"embedding has {size} bytes, expected {4 * dim} ({dim} float32 values)"
-    if not np.isfinite(np.frombuffer(emb, dtype=np.float32)).all():
-        return "embedding contains NaN or infinite values"
-    try:
-        entry = row_to_entry(row)
-        check_entry(entry)
-    except (InvalidInputError, ValueError, TypeError, RecursionError, OverflowError) as exc:
-        return f"unreadable entry: {exc}"
-    return None
-
-
-def _turn_from_json(raw: str) -> Turn:
-    """A stored turn, validated exactly as :meth:`Turn.from_dict` validates input."""
-    if not isinstance(raw, str):
-        raise InvalidInputError("turn", f"expected JSON text, got {type(raw).__name__}")
-    data = load_json(raw, "turn")
-    if not isinstance(data, dict):
-        raise InvalidInputError("turn", f"expected an object, got {type(data).__name__}")
-    try:
-        return Turn.from_dict(data)
-    except TypeError as exc:
-        raise InvalidInputError("turn", str(exc)) from None
-
-
-def _entry_params(entry: Entry) -> tuple[Any, ...]:
-    if entry.embedding is None:
-        raise StoreError(f"entry {entry.id} has no embedding")
-    return (
-        entry.id, entry.user_id, entry.agent_id, entry.session_id, entry.text,
-        json.dumps(entry.keywords), json.dumps(entry.persons), json.dumps(entry.entities),
-        entry.location, entry.topic, to_epoch(entry.timestamp), to_epoch(entry.first_timestamp),
-        entry.speaker, json.dumps(entry.source_turn_ids), json.dumps(entry.metadata, default=str),
-        np.asarray(entry.embedding, dtype=np.float32).tobytes(),
-    )
-
-
-def _fts_body(entry: Entry) -> str:
-    return " ".join([entry.text, " ".join(entry.keywords)])
-
-
-def _scope_tokens(entry: Entry) -> str:
+def scope_tokens(entry: Entry) -> str:
+    """The scope tokens an indexed row of ``entry`` carries (see :func:`scope_token`)."""
     toks = [scope_token("u", entry.user_id)]
     if entry.agent_id is not None:
         toks.append(scope_token("a", entry.agent_id))
@@ -1014,7 +939,9 @@ def _scope_filter_tokens(scope: Scope) -> list[str]:
     return toks
 
 
-def _scope_sql(sql: str, params: list[Any], scope: Scope) -> tuple[str, list[Any]]:
+def scope_sql(sql: str, params: list[Any], scope: Scope) -> tuple[str, list[Any]]:
+    """``sql`` (a SQLite query already filtered by user) narrowed to ``scope``'s agent and
+    session, with their values appended to ``params``."""
     if scope.agent_id is not None:
         sql += " AND agent_id = ?"
         params.append(scope.agent_id)
