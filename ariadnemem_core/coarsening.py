@@ -376,6 +376,43 @@ def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
     return strong, replaced
 
 
+def _slot_walk(tokens: list[str], persons: set[str], value_words: set[str]
+               ) -> tuple[set[str], dict[str, str], dict[str, str]]:
+    """The slot words of a statement's tokens (values cut out as "|"), with the content word
+    just before each (a modifier or owner) and the content word of an "of"/"for" phrase
+    after it."""
+    slots: set[str] = set()
+    before: dict[str, str] = {}
+    after: dict[str, str] = {}
+    prev = ""
+    last_slot, linking = "", False
+    for tok in tokens:
+        word = tok.strip(".'").removesuffix("'s")
+        if word in ("", "|"):
+            prev, last_slot, linking = "", "", False
+            continue
+        content = (word not in STOPWORDS and word not in _LIGHT and word not in value_words
+                   and word not in persons and not word.isdigit() and len(word) > 1)
+        if content:
+            s = stem(word)
+            slots.add(s)
+            if prev and s not in before:
+                before[s] = prev
+            if linking and last_slot and last_slot not in after:
+                after[last_slot] = s
+            last_slot, linking = s, False
+        elif word in ("of", "for") and last_slot:
+            linking = True
+        elif word not in ("the", "a", "an", "my", "our", "your", "his", "her", "their") and not word.isdigit():
+            last_slot, linking = "", False
+        # The word a slot noun follows: a modifier ("blue jacket") or an owner ("Nadia's
+        # birthday"); a name there is the slot's value ("the Shoreditch office"), not a modifier.
+        possessive = tok.endswith("'s")
+        prev = tok.strip(".") if (possessive or (word not in STOPWORDS and word not in persons)) \
+            and word not in _LIGHT and word not in value_words else ""
+    return slots, before, after
+
+
 @functools.lru_cache(maxsize=8192)
 def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entities: tuple[str, ...],
                 location: str | None, day: date | None = None) -> _Profile:
@@ -406,36 +443,7 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     if named:
         values["name"] = named
     strong, replaced = _cues(original, named)
-    tokens = _WORDS.findall(rest)
-    slots: set[str] = set()
-    before: dict[str, str] = {}
-    after: dict[str, str] = {}
-    prev = ""
-    last_slot, linking = "", False
-    for tok in tokens:
-        word = tok.strip(".'").removesuffix("'s")
-        if word in ("", "|"):
-            prev, last_slot, linking = "", "", False
-            continue
-        content = (word not in STOPWORDS and word not in _LIGHT and word not in value_words
-                   and word not in persons and not word.isdigit() and len(word) > 1)
-        if content:
-            s = stem(word)
-            slots.add(s)
-            if prev and s not in before:
-                before[s] = prev
-            if linking and last_slot and last_slot not in after:
-                after[last_slot] = s
-            last_slot, linking = s, False
-        elif word in ("of", "for") and last_slot:
-            linking = True
-        elif word not in ("the", "a", "an", "my", "our", "your", "his", "her", "their") and not word.isdigit():
-            last_slot, linking = "", False
-        # The word a slot noun follows: a modifier ("blue jacket") or an owner ("Nadia's
-        # birthday"); a name there is the slot's value ("the Shoreditch office"), not a modifier.
-        possessive = tok.endswith("'s")
-        prev = tok.strip(".") if (possessive or (word not in STOPWORDS and word not in persons)) \
-            and word not in _LIGHT and word not in value_words else ""
+    slots, before, after = _slot_walk(_WORDS.findall(rest), persons, value_words)
     return _Profile(
         values={k: frozenset(v) for k, v in values.items()},
         slots=frozenset(slots),
@@ -587,6 +595,20 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         return "question"
     if not (pa.relations <= pb.kin and pb.relations <= pa.kin):
         return "different relatives"
+    if why := _different_objects(old, new, pa, pb):
+        return why
+    if _targets(old) != _targets(new) and not changed:
+        return "a target and a measurement"
+    if (pa.habit and pb.episode and not pb.habit) or (pb.habit and pa.episode and not pa.habit):
+        return "habit and one-off"
+    if pa.episode and pb.episode:
+        return "two episodes"  # "went climbing yesterday" / "went climbing tonight": two events
+    return None
+
+
+def _different_objects(old: Entry, new: Entry, pa: _Profile, pb: _Profile) -> str | None:
+    """Why the slot both statements share is two objects of one kind (a different modifier,
+    owner, "of" phrase or size), or None."""
     for slot in pa.slots & pb.slots:
         x, y = pa.before.get(slot), pb.before.get(slot)
         if not (x and y):
@@ -600,16 +622,10 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         x, y = pa.after.get(slot), pb.after.get(slot)
         if x and y and x != y and x not in pb.slots and y not in pa.slots:
             return f"different {slot}: of {x} / of {y}"
-    if _targets(old) != _targets(new) and not changed:
-        return "a target and a measurement"
     sized_a, sized_b = _sized(_statement(old)), _sized(_statement(new))
     for slot in set(sized_a) & set(sized_b):
         if sized_a[slot] != sized_b[slot]:
             return f"different {slot}: {sized_a[slot]} / {sized_b[slot]}"
-    if (pa.habit and pb.episode and not pb.habit) or (pb.habit and pa.episode and not pa.habit):
-        return "habit and one-off"
-    if pa.episode and pb.episode:
-        return "two episodes"  # "went climbing yesterday" / "went climbing tonight": two events
     return None
 
 
@@ -868,13 +884,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
                   names: frozenset[str] = frozenset()) -> str | None:
     """Why ``new`` updates ``old`` (a short label naming the rule), or None when it does not;
     :func:`update_evidence` with the reason kept for tests and diagnostics."""
-    if set(old.source_turn_ids) & set(new.source_turn_ids):
-        return None
-    by_llm = llm_state(old, new)
-    if by_llm is not None:
-        return "llm state" if by_llm else None
-    if similarity < config.lambda_link:
-        return None
+    if (early := _early_verdict(old, new, similarity, config)) is not None:
+        return early or None
     pa, pb = _profile(old), _profile(new)
     around = around or Surroundings()
     # "instead of Y" is a change of the entry stating Y only.
@@ -920,6 +931,18 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         return _unshared_change(pa, pb, around, changed, own_strong, names, own_turn)
     return _shared_change(old, new, kind, shared, similarity, config, own_strong=own_strong,
                           retracted=bool(retracted), cued=cued)
+
+
+def _early_verdict(old: Entry, new: Entry, similarity: float, config: Config) -> str | None:
+    """What is decided before the statements are read: "" (no update) for two sentences of
+    one turn or a pair below ``lambda_link``, the LLM states' verdict when both have one;
+    None when the rules must read them."""
+    if set(old.source_turn_ids) & set(new.source_turn_ids):
+        return ""
+    by_llm = llm_state(old, new)
+    if by_llm is not None:
+        return "llm state" if by_llm else ""
+    return "" if similarity < config.lambda_link else None
 
 
 def _marked_present(entry: Entry, kinds: list[str], shared: frozenset[str]) -> bool:
