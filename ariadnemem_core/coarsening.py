@@ -138,6 +138,8 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("money", re.compile(r"[$€£¥]\s?\d[\d,.]*(?:\s?[km]\b)?|\b\d[\d,.]*\s?(?:k|dollars|euros|pounds|bucks|usd|eur)\b")),
     # a version ("v5.3.0", "5.3.1", "v18"): one value however it is written
     ("version", re.compile(r"\bv\d+(?:\.\d+)*\b|\b\d+\.\d+\.\d+\b")),
+    # a code: letters then digits ("sunflower22", "UA123", "B12"), a password, plate or id
+    ("code", re.compile(r"\b[a-z]{1,12}\d+[a-z0-9]*\b")),
     ("number", re.compile(r"#?\b\d+(?:[.,]\d+)*\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
                           r"eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|dozen)\b")),
 )
@@ -154,7 +156,7 @@ _CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed
                 r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
                 r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
                 r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
-_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,5}?) (?:back |up |down |over )?(?:to|until|till|through) "
+_CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,7}?) (?:back |up |down |over )?(?:to|until|till|through) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
     r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
@@ -168,6 +170,9 @@ _STRONG_CUE = re.compile(
 #: and of no other ("Instead of getting stuck, John worked hard" replaces nothing stated).
 _INSTEAD_OF = re.compile(r"\binstead of ((?:[\w'-]+ ){0,3}[\w'-]+)", re.I)
 _WEAK_CUE = re.compile(r"\b(?:now|these days|nowadays|update(?=:)|quick update|from now on|as of|latest|currently|"
+                       # when a new state begins: "from next Monday", "starting June", "effective the 1st"
+                       r"(?:from|starting|effective|beginning) (?:next |this |on |the )?(?:"
+                       + "|".join([*WEEKDAYS, *MONTHS]) + r"|week|month|year|\d)|"
                        r"new (?:one|number|address|email|job|place|time|date)|"
                        # when the present state began: "living in Portland since the summer"
                        r"since (?:the |last |early |late |mid-?)?(?:spring|summer|fall|autumn|winter|"
@@ -192,7 +197,7 @@ _REPORTED = re.compile(r"(\w+) (?:said|says|told|tells|mentioned|announced|texte
 #: A first-person plural: the speakers share what they talk about ("our table").
 _GROUP = re.compile(r"\b(?:we|our|us|we're|we've)\b", re.I)
 _CAPTION = re.compile(r"\[shared image:[^\]]*\]")
-_AGAIN = re.compile(r"\b(?:again|another|also|once more|one more|as well|too)\b", re.I)
+_AGAIN = re.compile(r"\b(?:again|another|(?<![.!?:] )(?<!^)also(?!,)|once more|one more|as well|too)\b", re.I)
 #: Status words: with "now" / "as of" they mark a changed state without a typed value.
 _STATUS = re.compile(r"\b(?:open|closed|blocked|unblocked|done|finished|completed?|in progress|pending|approved|"
                      r"rejected|cancel+ed|passed|failed|delivered|shipped|resolved|fixed|live|launched|paused|"
@@ -450,7 +455,7 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         before=before,
         after=after,
         relations=frozenset(w for m in _OWNED.finditer(text) for w in m.groups() if w in _RELATION),
-        kin=frozenset(w.strip(".,;:!?'") for w in text.split()) & _RELATION,
+        kin=frozenset(w.strip(".,;:!?'").removesuffix("'s") for w in text.split()) & _RELATION,
         subjects=frozenset(_subjects(entry)),
         habit=bool(_HABIT.search(text)),
         episode=bool(_EPISODE.search(text)) or _dated_past(text, day),
@@ -522,7 +527,21 @@ def _brief(p: _Profile) -> bool:
 
 
 def _compound(p: _Profile) -> bool:
-    return len(p.values) >= _COMPOUND_TYPES or sum(_count(v) for v in p.values.values()) >= _COMPOUND_VALUES
+    return _many(p.values)
+
+
+def _many(values: dict[str, frozenset[str]]) -> bool:
+    return len(values) >= _COMPOUND_TYPES or sum(_count(v) for v in values.values()) >= _COMPOUND_VALUES
+
+
+def _compound_about(entry: Entry, shared: frozenset[str]) -> bool:
+    """Whether ``entry`` states many values about the shared attribute (a plan, a progress
+    report): several types in the clauses that hold it (values of its other clauses are about
+    other things: "from next Monday standup starts at 9:45, so the Berlin team can join" is a
+    day and a time), or many values anywhere (an exercise, a list)."""
+    values = _profile(entry).values
+    return _many(_clause_values(entry, shared) or values) \
+        or sum(_count(v) for v in values.values()) >= _COMPOUND_VALUES
 
 
 def _segment(entry: Entry) -> bool:
@@ -739,7 +758,9 @@ _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+
                     r"shut down|ended|broke up|retired|no longer|"
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
-                    r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b", re.I)
+                    r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b"
+                    # a correction naming the old value: "the surgery is on the 11th, not the 9th"
+                    r"|^\s*not (?:the |a |an |on |at |in )?(?=\S*\d)", re.I)
 #: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
 _CLAUSE = re.compile(r"(?:,(?!\d)(?!\s\d{4}\b)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
 
@@ -1042,13 +1063,13 @@ def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], si
     # A quantity (count, amount, time, contact) may share a single slot word ("12 people
     # for the reunion" / "15 for the reunion"); a name or a date, which chit-chat changes
     # all the time, needs two.
-    if _compound(pa) or _compound(pb):
+    if _compound_about(old, shared) or _compound_about(new, shared):
         # A statement of many values (a plan, a progress report) changes one of them only
         # when a change word governs it ("moved the call to April 22 at 11 AM"): "now" or
         # a close wording does not say which value is new.
         # A cue that says a change by itself ("rescheduled", "correction") says which value
         # changed only in a statement of one value ("Flight got delayed, now landing at 7:10").
-        governs = own_strong and (bool(pb.governed & set(changed_types(old, new))) or not _compound(pb))
+        governs = own_strong and (bool(pb.governed & set(changed_types(old, new))) or not _compound_about(new, shared))
         return f"{kind} changed, shared slot, governed" if governs or retracted else None
     if cued:
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"

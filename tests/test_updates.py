@@ -645,3 +645,26 @@ def test_long_replies_and_computations_lend_no_cue() -> None:
     assert Surroundings([new], reply[:2]).strong is True  # a brief turn still lends its cue
     assert update_reason(old, new, 0.6, Config(), Surroundings([new], reply)) is None  # no cue, not close
     assert update_reason(old, new, 0.6, Config(), Surroundings([new], reply[:2])) is not None
+
+
+def test_codes_onsets_and_corrections_are_read() -> None:
+    """A password or id is a value, "from next Monday" marks a new state, a clause-opening
+    "Also," is no recurrence, "the 11th, not the 9th" names the old value as wrong, and a
+    relative's possessive ("my sister's due date") is the same relative."""
+    wifi = _e("a", "user: The guest wifi password is sunflower22.", speaker="user", turn="t1")
+    rotated = _e("b", "user: IT rotated the guest wifi password, it's tulip93 now.", speaker="user", turn="t2")
+    assert changed_types(wifi, rotated) == ["code"]
+    assert _reason(wifi, rotated, 0.8) is not None
+    standup = _e("c", "Raj: Standup is at 9:30 every weekday.", speaker="Raj", persons=("Raj",), turn="t3")
+    later = _e("d", "Raj: Finally. Also, from next Monday (2024-03-11) standup starts at 9:45 so the Berlin team "
+                    "can join.", speaker="Raj", persons=("Raj",), entities=("Berlin",), turn="t4")
+    assert _reason(standup, later, 0.62) is not None
+    again = _e("e", "Raj: Standup is also at 9:45 on Fridays.", speaker="Raj", persons=("Raj",), turn="t5")
+    assert _reason(standup, again, 0.7) is None  # one more standup, not a moved one
+    surgery = _e("f", "user: The knee surgery is on the 9th.", speaker="user", turn="t6")
+    fixed = _e("g", "user: I misread the letter: the knee surgery is on the 11th, not the 9th.", speaker="user",
+               turn="t7")
+    assert _reason(surgery, fixed, 0.6) is not None
+    due = _e("h", "Sofia's sister's due date is November 3.", speaker="Sofia", persons=("Sofia",), turn="t8")
+    moved = _e("i", "Sofia's sister's due date is October 27 now.", speaker="Sofia", persons=("Sofia",), turn="t9")
+    assert co_true(due, moved) is None and _reason(due, moved, 0.8) is not None
