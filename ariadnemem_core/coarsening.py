@@ -526,10 +526,6 @@ def _brief(p: _Profile) -> bool:
     return len(p.slots) <= _BRIEF_SLOTS
 
 
-def _compound(p: _Profile) -> bool:
-    return _many(p.values)
-
-
 def _many(values: dict[str, frozenset[str]]) -> bool:
     return len(values) >= _COMPOUND_TYPES or sum(_count(v) for v in values.values()) >= _COMPOUND_VALUES
 
@@ -681,6 +677,14 @@ def llm_state(old: Entry, new: Entry) -> bool | None:
 _LENDING_TURN = 4
 
 
+def _lenders(turn: Sequence[Entry]) -> tuple[Entry, ...]:
+    """The entries of a turn that may lend a cue to its neighbours: none of a long message
+    (more than :data:`_LENDING_TURN` entries), and no document or message block."""
+    if len(turn) > _LENDING_TURN:
+        return ()
+    return tuple(e for e in turn if not _document(e.text) and not _segment(e))
+
+
 class Surroundings:
     """What was said around a new entry: the turn before it and its own turn.
 
@@ -700,23 +704,21 @@ class Surroundings:
 
     def __init__(self, turn: Sequence[Entry] = (), previous: Sequence[Entry] = ()) -> None:
         self._turn = tuple(turn)
-        self._previous = tuple(previous)
         # Only statements of brief turns lend a cue: a worked computation's "\\left(" or a
         # document's "Updated" heading says nothing of a change, nor does one sentence of a
         # long reply (on user-assistant chat these lent most false cues).
-        self._lending = tuple(e for t in (self._previous, self._turn) if len(t) <= _LENDING_TURN
-                              for e in t if not _document(e.text) and not _segment(e))
+        self._lend_turn = _lenders(self._turn)
+        self._lend_previous = _lenders(previous)
 
     @functools.cached_property
     def turn_strong(self) -> bool:
         """A change word governs a value in the own turn, a brief one (:data:`_LENDING_TURN`)."""
-        return len(self._turn) <= _LENDING_TURN and any(_profile(e).strong for e in self._turn if e in self._lending)
+        return any(_profile(e).strong for e in self._lend_turn)
 
     @functools.cached_property
     def strong(self) -> bool:
         """A change word governs a value in the turn before or in the own turn (brief ones)."""
-        return self.turn_strong or (len(self._previous) <= _LENDING_TURN
-                                    and any(_profile(e).strong for e in self._previous if e in self._lending))
+        return self.turn_strong or any(_profile(e).strong for e in self._lend_previous)
 
     @functools.cached_property
     def turn_slots(self) -> frozenset[str]:
@@ -726,7 +728,7 @@ class Surroundings:
     @functools.cached_property
     def ended(self) -> tuple[str, ...]:
         """Clauses of both turns with an ending word ("Sakura is closed")."""
-        return tuple(c for e in self._lending for c in _ended_clauses(_statement(e)))
+        return tuple(c for e in (*self._lend_previous, *self._lend_turn) for c in _ended_clauses(_statement(e)))
 
     @property
     def turn_entries(self) -> tuple[Entry, ...]:
@@ -736,7 +738,7 @@ class Surroundings:
     @functools.cached_property
     def turn_ended(self) -> tuple[str, ...]:
         """Clauses of the own turn with an ending word."""
-        return tuple(c for e in self._lending if e in self._turn for c in _ended_clauses(_statement(e)))
+        return tuple(c for e in self._lend_turn for c in _ended_clauses(_statement(e)))
 
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
