@@ -172,7 +172,9 @@ _INSTEAD_OF = re.compile(r"\binstead of ((?:[\w'-]+ ){0,3}[\w'-]+)", re.I)
 _WEAK_CUE = re.compile(r"\b(?:now|these days|nowadays|update(?=:)|quick update|from now on|as of|latest|currently|"
                        # when a new state begins: "from next Monday", "starting June", "effective the 1st"
                        r"(?:from|starting|effective|beginning) (?:next |this |on |the )?(?:"
-                       + "|".join([*WEEKDAYS, *MONTHS]) + r"|week|month|year|\d)|"
+                       + "|".join([*WEEKDAYS, *MONTHS]) + r"|week|month|year|\d)"
+                       # a range ("editing time from July 16-18", "from May 2 to May 9") is a period
+                       r"(?!\w*(?: \d{1,2}(?:st|nd|rd|th)?)?(?:,? \d{4})?\s*(?:-|–|to |through |until |till )\s*\w)|"
                        r"new (?:one|number|address|email|job|place|time|date)|"
                        # when the present state began: "living in Portland since the summer"
                        r"since (?:the |last |early |late |mid-?)?(?:spring|summer|fall|autumn|winter|"
@@ -274,6 +276,16 @@ class _Profile:
 
 
 _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?\s?([ap])?")
+#: The number words the "number" type reads, as digits.
+_NUMBER_WORDS = {w: str(n) for n, w in (
+    (2, "two"), (3, "three"), (4, "four"), (5, "five"), (6, "six"), (7, "seven"), (8, "eight"), (9, "nine"),
+    (10, "ten"), (11, "eleven"), (12, "twelve"), (15, "fifteen"), (20, "twenty"), (30, "thirty"), (40, "forty"),
+    (50, "fifty"), (100, "hundred"), (12, "dozen"))}
+#: A supposition or an example, from its opening word to the end of its sentence ("if the
+#: user drew two kings instead, would ...", "For example, with a first term of 3 ..."):
+#: the values of a worked exercise or a what-if are not anyone's state.
+_SUPPOSED = re.compile(r"(?:^|(?<=[.!?;:,])\s*)(?:(?:and|so|but|hmm|ok|okay),?\s+)*(?:if|suppose|supposing|let's say|"
+                       r"say|imagine|what if|for example|for instance|e\.g\.)\b[^.!?]*", re.I)
 
 
 def _normal(kind: str, value: str) -> str:
@@ -281,6 +293,8 @@ def _normal(kind: str, value: str) -> str:
     value = re.sub(r"[\s,]+|\.$", "", value.lower())
     if kind == "version":
         return value.removeprefix("v")
+    if kind == "number" and value in _NUMBER_WORDS:
+        return _NUMBER_WORDS[value]  # "five" and "5" are one count
     if kind == "date" and value.endswith("s") and value[:-1] in _CALENDAR:
         return value[:-1]  # "every Monday" and "Mondays" are one day
     if kind == "time" and (m := _CLOCK.match(value.replace(".", ""))):
@@ -427,11 +441,13 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
     text = original.lower().strip()
     values: dict[str, set[str]] = {}
     rest = text
+    stated = _SUPPOSED.sub(" | ", text)
     for kind, pattern in _TYPED_VALUES:
-        found = {_normal(kind, m.group()) for m in pattern.finditer(rest)}
+        found = {_normal(kind, m.group()) for m in pattern.finditer(stated)}
         if found:
             values[kind] = found
-            rest = pattern.sub(" | ", rest)  # a value ends a modifier run ("runs 5 km")
+            stated = pattern.sub(" | ", stated)
+        rest = pattern.sub(" | ", rest)  # a value ends a modifier run ("runs 5 km")
     persons = {p.lower() for p in entry.persons}
     named = {n.lower() for n in [*entry.entities, *([entry.location] if entry.location else [])]
              if n and n.lower() in text and n.lower() not in persons
@@ -501,10 +517,13 @@ _MARKUP = re.compile(r"```|'{3}|^\s*# |#{2,6} |\*\*|^\s*(?:[-*+]|\d+[.)]) |\|\s*
 _MAX_FACT_CHARS = 400
 
 
-#: A worked computation ("P = 4/52 = 1/13", "\\frac{3}{9}", "3 × (1/2)^2"): its numbers are
-#: steps of an exercise, not the value of anything the speaker holds. On a BEAM tune
-#: conversation of probability exercises, 11 of its 13 LINKs were between such statements.
-_COMPUTATION = re.compile(r"\d\s*[=≈×÷^]\s*[\d(\\]|[=≈]\s*\d+\s*/\s*\d|\\(?:frac|binom|times|cdot)|\\[\[(]")
+#: A worked computation ("P = 4/52 = 1/13", "\\frac{3}{9}", "3 × (1/2)^2", "then subtracting
+#: from 1"): its numbers are steps of an exercise, not the value of anything the speaker
+#: holds. On a BEAM tune conversation of probability exercises, 11 of its 13 LINKs were
+#: between such statements.
+_COMPUTATION = re.compile(r"\d\s*[=≈×÷^]\s*[\d(\\]|[=≈]\s*\d+\s*/\s*\d|\\(?:frac|binom|times|cdot)|\\[\[(]|"
+                          r"\b(?:subtract\w*|(?:divid|multipl)\w* (?:\w+ ){0,2}by|rais\w* (?:\w+ ){0,2}to the power of)"
+                          r"(?: (?:it|that|this|them))?(?: from)? \d")
 
 
 def _document(text: str) -> bool:
@@ -909,6 +928,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     :func:`update_evidence` with the reason kept for tests and diagnostics."""
     if (early := _early_verdict(old, new, similarity, config)) is not None:
         return early or None
+    if _reported_before(old, new):
+        return None
     pa, pb = _profile(old), _profile(new)
     around = around or Surroundings()
     # "instead of Y" is a change of the entry stating Y only.
@@ -954,6 +975,22 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         return _unshared_change(pa, pb, around, changed, own_strong, names, own_turn)
     return _shared_change(old, new, kind, shared, similarity, config, own_strong=own_strong,
                           retracted=bool(retracted), cued=cued)
+
+
+def _change_targets(entry: Entry) -> frozenset[str]:
+    """What the entry's change verbs change to: the first two words after their "to"
+    ("improved it to 220ms after caching": "220ms after")."""
+    text = _statement(entry)
+    return frozenset(" ".join(_WORDS.findall(_CLAUSE.split(text[m.end():])[0])[:2])
+                     for m in _CHANGE_TO.finditer(text)) - {""}
+
+
+def _reported_before(old: Entry, new: Entry) -> bool:
+    """Whether every change the new statement reports the old one reports too ("improved
+    the response time to 220ms after caching", said twice): the same change told again,
+    not a newer one."""
+    targets = _change_targets(new)
+    return bool(targets) and targets <= _change_targets(old)
 
 
 def _early_verdict(old: Entry, new: Entry, similarity: float, config: Config) -> str | None:

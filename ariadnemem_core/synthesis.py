@@ -26,7 +26,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, system_user
-from .text import COURTESY_WORDS, keywords
+from .text import COURTESY_WORDS, keywords, stem
 
 
 class Context(Protocol):
@@ -260,6 +260,40 @@ def _answering_weight(fact: Any) -> float:
     return weight * float(getattr(fact, "score", 0.0) or 0.0)
 
 
+#: How close (a share of the best answering weight) a statement must come to answer in its
+#: place when it was made later (or, for an "originally" question, earlier): two statements
+#: of one question's attribute score alike, and the later one is the state now, whether or
+#: not the update detector linked them.
+RECENT_SHARE = 0.7
+
+
+def _latest_close(question: str, pool: list[Any], facts: list[Any], when: datetime | None) -> Any:
+    """The state that answers: the best-weighted fact's update chain (:func:`_state_at`)
+    when the memory linked it, else the latest of the facts within :data:`RECENT_SHARE` of
+    its weight that say at least half the words of the question it says, speakers aside (the earliest for an
+    "originally" question): "I've built up to 25 km a week" answers "how far does the user
+    run?" after "I run about 10 km a week" scored a little higher, whether or not the
+    update detector linked them, and "Professor Nadia!" does not answer "where does Nadia
+    teach?". A question about a named time is left to the chain."""
+    best = max(pool, key=_answering_weight)
+    chained = _state_at(best, facts, when)
+    stamp = getattr(best, "timestamp", None)
+    linked = chained is not best or any(getattr(f, "superseded_by", None) == getattr(best, "id", None) for f in facts)
+    if linked or stamp is None or (when is not None and when != datetime.min.replace(tzinfo=UTC)):
+        return chained
+    speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}
+    needed = {stem(w.lower()) for w in keywords(question)} & _stems(best) - speakers
+    floor = RECENT_SHARE * _answering_weight(best)
+    close = [f for f in pool if getattr(f, "timestamp", None) is not None and _answering_weight(f) >= floor
+             and 2 * len(needed & _stems(f)) >= len(needed)]
+    pick = min if when is not None else max
+    return pick(close, key=lambda f: (f.timestamp, _answering_weight(f)))
+
+
+def _stems(fact: Any) -> set[str]:
+    return {stem(w.lower()) for w in keywords(str(fact.text))}
+
+
 def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer[C]:
     """The offline answer: the top-scored fact, labelled so nobody mistakes it for an LLM's.
 
@@ -289,7 +323,8 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
     elif facts:
         # A courtesy ("The user: Nice.") answers nothing, however well it scored.
         pool = [f for f in facts if _says_something(f)] or facts
-        top = _state_at(max(pool, key=_answering_weight), facts, asked_time(question, facts))
+        when = asked_time(question, facts)
+        top = _latest_close(question, pool, facts, when)
         # The other sentences of the same turn come along: "The landlord raised the rent."
         # is the update, "Starting June we pay $1,600 a month." holds the value.
         turn = set(getattr(top, "source_turn_ids", None) or ())

@@ -26,7 +26,7 @@ pytestmark = BOTH_BACKENDS
 #: person the extractor missed, a new employer sharing no word with the old one.
 MIN_LINKED = 82.0
 MIN_NEGATIVES_CLEAN = 100.0
-MIN_LATEST = 89.0
+MIN_LATEST = 95.0
 #: The held-out dialogues (tests/data/update_dialogues_heldout.json) were written before the
 #: rules were last tuned and never used to tune them: they check that the rules generalise.
 #: The floors are modest on purpose (what they reach is reported in docs/concepts/coarsening.md).
@@ -335,6 +335,49 @@ def test_offline_answer_skips_courtesy_facts() -> None:
     assert "senior product manager" in extractive_answer("What is the user's job title?", graph).text
 
 
+def test_offline_answer_takes_the_later_close_statement_when_nothing_linked() -> None:
+    """Two statements of the asked attribute that score alike and are not linked: the later
+    one answers "now", the earlier one "originally"; a later fact that says little of the
+    question ("Professor Nadia!"), one far below the best, or a question about a named time
+    leave the best fact; a linked chain is followed as before."""
+    from datetime import UTC, timedelta
+    from types import SimpleNamespace
+
+    from ariadnemem_core.evidence import Fact
+    from ariadnemem_core.synthesis import extractive_answer
+
+    def graph(*facts: Fact) -> SimpleNamespace:
+        return SimpleNamespace(fast_path=None, stats={}, to_text=lambda: "", facts=list(facts))
+
+    july = JULY.replace(tzinfo=UTC)  # as stored: every entry's time is aware
+    later = july + timedelta(days=60)
+    ten = Fact("a", "user: I run about 10 km a week, mostly on weekends.", july, ["t1"], 0.62, "terminal",
+               label="F1", speaker="user")
+    built = Fact("b", "user: Progress report: I've built up to 25 km a week.", later, ["t4"], 0.50, "terminal",
+                 label="F2", speaker="user")
+    now = extractive_answer("How many kilometres does the user run each week?", graph(ten, built))
+    assert "25 km" in now.text and now.fact_ids == ["F2"]
+    first = extractive_answer("How far did the user run a week originally?", graph(ten, built))
+    assert "10 km" in first.text and "25 km" not in first.text
+    # too far below the best: the best answers
+    far = Fact("b", built.text, later, ["t4"], 0.30, "terminal", label="F2", speaker="user")
+    assert "10 km" in extractive_answer("How many kilometres does the user run each week?", graph(ten, far)).text
+    # a question about a named time keeps the best fact (the chain decides such questions)
+    assert "10 km" in extractive_answer("How far did the user run in July 2023?", graph(ten, built)).text
+    teach = Fact("c", "Nadia: I teach history at Lincoln High, eleven years now.", july, ["t1"], 0.72, "terminal",
+                 label="F1", speaker="Nadia")
+    cheer = Fact("d", "Omar: Professor Nadia!", later, ["t5"], 0.64, "terminal", label="F2", speaker="Omar")
+    assert "Lincoln High" in extractive_answer("Where does Nadia teach?", graph(teach, cheer)).text
+    # linked: the chain's latest state answers, not a later unlinked look-alike
+    old = Fact("e", "Sofia: My sister's due date is November 3.", july, ["t1"], 0.87, "terminal", label="F1",
+               superseded_by="f", speaker="Sofia")
+    new = Fact("f", "Sofia: My sister's due date is October 27 now.", later, ["t5"], 0.53, "update", label="F3",
+               speaker="Sofia")
+    moved = Fact("g", "Sofia: So the doctor moved my sister's due date.", later - timedelta(minutes=2), ["t3"],
+                 0.77, "terminal", label="F2", speaker="Sofia")
+    assert "October 27" in extractive_answer("When is Sofia's sister's due date?", graph(old, moved, new)).text
+
+
 def test_compound_statements_and_message_blocks_need_a_governing_change_word() -> None:
     """A statement of many values changes one only under a change word that governs it;
     a block cut out of a long message (a list, a code or prose chunk) is a document."""
@@ -367,7 +410,8 @@ VALIDATION = Path(__file__).parent / "data" / "update_dialogues_validation.json"
 #: answered; these floors are what the rules reach (docs/concepts/coarsening.md), so a change
 #: that loses ground here is seen.
 MIN_VALIDATION_LINKED = 40.0
-MIN_VALIDATION_ORIGINAL = 85.0
+MIN_VALIDATION_ORIGINAL = 90.0
+MIN_VALIDATION_LATEST = 85.0
 
 
 def test_validation_suite_is_frozen_and_clean(minilm) -> None:
@@ -386,6 +430,42 @@ def test_validation_suite_is_frozen_and_clean(minilm) -> None:
     assert result["negatives_answered"] == 100.0, (summary, result["failures"])
     assert result["linked"] >= MIN_VALIDATION_LINKED, (summary, result["failures"])
     assert result["original_answered"] >= MIN_VALIDATION_ORIGINAL, (summary, result["failures"])
+    assert result["latest_answered"] >= MIN_VALIDATION_LATEST, (summary, result["failures"])
+
+
+def test_exercises_restatements_and_periods_are_not_updates() -> None:
+    """Values of a supposition or an example are nobody's state; "five" and "5" are one
+    count; a change the old statement already reports is told again, not made again; a
+    range ("from July 16-18") is a period, not the onset of a new state."""
+    aces = _e("a", "The user is trying to solve the problem of drawing 2 aces in a row from a 52-card deck.")
+    kings = _e("b", "hmm, so if the user wanted to calculate the probability of drawing two kings instead, "
+                    "would the process be exactly the same?")
+    assert _reason(aces, kings, 0.61) is None
+    paradox = _e("o", "The user is solving the birthday paradox problem for 23 people with the complement method.")
+    method = _e("p", "The complement method finds the probability of no shared birthdays and then subtracting from 1 "
+                     "gives the answer now.")
+    assert _reason(paradox, method, 0.79) is None  # an operand of a computation
+    example = _e("c", "For example, the user has a sequence with a first term of 3, so the process is new now.")
+    first = _e("d", "The user's sequence has a first term of 1.")
+    assert _reason(first, example, 0.6) is None
+    batches = _e("e", "The user prefers submitting query letters in batches of five.")
+    five = _e("f", "The user now submits query letters in batches of 5.")
+    assert _reason(batches, five, 0.8) is None  # the same count
+    seven = _e("g", "The user now submits query letters in batches of 7.")
+    assert _reason(batches, seven, 0.8) is not None  # a new count still is
+    told = _e("h", "The user has improved the API response time to 220ms after caching, as Lighthouse measured.")
+    again = _e("i", "The user has also improved the average API response time to 220ms after caching.")
+    assert _reason(told, again, 0.74) is None
+    faster = _e("j", "The user has improved the average API response time to 150ms with a CDN.")
+    assert _reason(told, faster, 0.74) is not None
+    draft = _e("k", "The user is finalizing the first draft of the essay by May 15, 2024, and the user has 4,500 "
+                    "words to submit, can the assistant help the user meet this deadline?")
+    period = _e("l", "The user has a final submission deadline of July 20 for the conference paper, and the user is "
+                     "planning to use the editing time from July 16-18 to make sure everything is perfect.")
+    assert _reason(draft, period, 0.77) is None
+    onset = _e("m", "The user has a new final deadline for the first draft of the essay, starting July 20 the user "
+                    "edits every day.")
+    assert _reason(draft, onset, 0.77) is not None  # an onset still marks the new state
 
 
 def test_a_value_of_another_attribute_never_supersedes() -> None:
