@@ -965,7 +965,7 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
         # Several values differ at once: another event of the same kind ("planning on March
         # 4 at 10 am" / "on March 18 at 2 pm") unless the wording says it changed.
         return None
-    kind = changed[0]
+    kind = _changed_kind(pb, changed)
     if _another_change(old, new, changed, shared, own_strong=own_strong, retracted=bool(retracted), strong=strong):
         return None
     if not shared:
@@ -1018,11 +1018,18 @@ def _marked_present(entry: Entry, kinds: list[str], shared: frozenset[str]) -> b
     return False
 
 
+def _changed_kind(pb: _Profile, changed: list[str]) -> str:
+    """The value type whose change is judged: the one a change word governs ("adjusted the
+    manuscript to MLA style on May 28" changes a name, not the date beside it), else the
+    first that changed."""
+    return next((k for k in changed if k in pb.governed), changed[0])
+
+
 def _another_change(old: Entry, new: Entry, changed: list[str], shared: frozenset[str], *, own_strong: bool,
                     retracted: bool, strong: bool) -> bool:
     """Whether the changed value is not a replacement of the old one after all."""
     pa, pb = _profile(old), _profile(new)
-    kind = changed[0]
+    kind = _changed_kind(pb, changed)
     if pb.strong and not own_strong and not retracted:
         return True  # its change word governs another value: that one is what changed
     if kind == "name" and not own_strong and not retracted \

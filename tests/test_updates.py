@@ -3,7 +3,7 @@ can both be true never are, and the latest state is what the memory answers with
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -340,7 +340,7 @@ def test_offline_answer_takes_the_later_close_statement_when_nothing_linked() ->
     one answers "now", the earlier one "originally"; a later fact that says little of the
     question ("Professor Nadia!"), one far below the best, or a question about a named time
     leave the best fact; a linked chain is followed as before."""
-    from datetime import UTC, timedelta
+    from datetime import timedelta
     from types import SimpleNamespace
 
     from ariadnemem_core.evidence import Fact
@@ -441,6 +441,15 @@ def test_exercises_restatements_and_periods_are_not_updates() -> None:
     kings = _e("b", "hmm, so if the user wanted to calculate the probability of drawing two kings instead, "
                     "would the process be exactly the same?")
     assert _reason(aces, kings, 0.61) is None
+    zotero = _e("q", "The user just downloaded Zotero on March 2, 2024, to manage the user's references more "
+                     "efficiently, can the assistant help the user figure out how to use it to organize the user's "
+                     "citations for the user's essay on persuasive academic writing", speaker="user",
+                persons=("user", "assistant"), entities=("Zotero",), at=datetime(2024, 3, 3, tzinfo=UTC))
+    mla = _e("r", "The user adjusted the user's manuscript to MLA style per journal guidelines on May 28, but now the "
+                  "user is wondering if this change will affect how the user uses the citation tools, like the "
+                  "updated Zotero, to ensure the user's references are correctly formatted", speaker="user",
+             persons=("user",), entities=("MLA", "Zotero"), at=datetime(2024, 6, 1, tzinfo=UTC))
+    assert _reason(zotero, mla, 0.55) is None  # the change word governs the style, not the date beside it
     paradox = _e("o", "The user is solving the birthday paradox problem for 23 people with the complement method.")
     method = _e("p", "The complement method finds the probability of no shared birthdays and then subtracting from 1 "
                      "gives the answer now.")
