@@ -270,11 +270,11 @@ RECENT_SHARE = 0.7
 def _latest_close(question: str, pool: list[Any], facts: list[Any], when: datetime | None) -> Any:
     """The state that answers: the best-weighted fact's update chain (:func:`_state_at`)
     when the memory linked it, else the latest of the facts within :data:`RECENT_SHARE` of
-    its weight that say at least half the words of the question it says, speakers aside (the earliest for an
-    "originally" question): "I've built up to 25 km a week" answers "how far does the user
-    run?" after "I run about 10 km a week" scored a little higher, whether or not the
-    update detector linked them, and "Professor Nadia!" does not answer "where does Nadia
-    teach?". A question about a named time is left to the chain."""
+    its weight that say at least half the question's words it says, speakers aside (the
+    earliest for an "originally" question): "I've built up to 25 km a week" answers "how
+    far does the user run?" after "I run about 10 km a week" scored a little higher,
+    whether or not the update detector linked them, and "Professor Nadia!" does not answer
+    "where does Nadia teach?". A question about a named time is left to the chain."""
     best = max(pool, key=_answering_weight)
     chained = _state_at(best, facts, when)
     stamp = getattr(best, "timestamp", None)
@@ -287,7 +287,7 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     close = [f for f in pool if getattr(f, "timestamp", None) is not None and _answering_weight(f) >= floor
              and 2 * len(needed & _stems(f)) >= len(needed)]
     pick = min if when is not None else max
-    return pick(close, key=lambda f: (f.timestamp, _answering_weight(f)))
+    return _state_at(pick(close, key=lambda f: (f.timestamp, _answering_weight(f))), facts, when)
 
 
 def _stems(fact: Any) -> set[str]:
@@ -305,8 +305,10 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
     3 pm" is in the graph; a question about an earlier time ("in February", "originally")
     gets the state that held then (:func:`asked_time`). The other facts of the chosen
     fact's turn are quoted with it. A question or a wish weighs less than a statement
-    (:func:`_answering_weight`). ``fact_ids`` names the facts quoted, as an LLM's
-    answer does."""
+    (:func:`_answering_weight`). When nothing links the best fact, a later statement that
+    scores close to it and says the question's words answers in its place (the latest
+    state wins even where the update detector saw no change; :func:`_latest_close`).
+    ``fact_ids`` names the facts quoted, as an LLM's answer does."""
     facts = list(getattr(graph, "facts", None) or [])
     found = (getattr(graph, "stats", None) or {}).get("fast_path") or {}
     used: list[Any] = facts[-1:]
