@@ -73,6 +73,8 @@ def test_the_llm_run_reads_the_same_dialogues_four_ways(server: FakeOpenAIServer
     asked = res["dialogues"]["v01-task-app"]["answers"]["rules + LLM answers"]["asked"]
     assert [a["answer"] for a in asked] == ["Things 3", "Todoist"]
     assert res["dialogues"]["v01-task-app"]["links"]["llm"]["linked"] is True
+    states = [e["state"] for e in res["dialogues"]["v01-task-app"]["llm_entries"] if e["state"]]
+    assert [(s["value"], s["attribute"]) for s in states] == [("Todoist", "task app"), ("Things 3", "task app")]
     assert "v01-task-app" in v["rules"]["failures"] and "v01-task-app" not in v["LLM extraction + LLM answers"][
         "failures"]
     # partial figures after every dialogue: built first, then answered

@@ -280,6 +280,10 @@ class _LLMRun:
             self.link_n[x][user] = n
             out["links"][x] = {"update_edges": len(edges), "linked": n["linked"] > 0, "clean": n["clean"] > 0,
                                "false_links": n["false_links"], "missed": missed}
+        # what the model read into each turn (the rules' entries are reproducible offline)
+        out["llm_entries"] = [{"turns": [t.rpartition("#")[2] for t in e.source_turn_ids], "text": e.text,
+                               "state": e.metadata.get("state"), "extractor": e.metadata.get("extractor")}
+                              for e in self.mems["llm"].entries(user)]
 
     def answer(self, d: dict[str, Any]) -> None:
         """Ask the dialogue's questions of every variant and count the answers."""
@@ -487,6 +491,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     for name, dialogues in suites.items():
         def save(partial: dict[str, Any], name: str = name) -> None:
             results[name] = partial
+            print(f"{name}: built {partial['built']}, answered {partial['answered']} of {partial['n_dialogues']}; "
+                  f"{partial['llm_usage']['calls']:.0f} LLM calls, {partial['llm_usage']['seconds']:.0f} s",
+                  file=sys.stderr, flush=True)
             ordered = {k: results[k] for k in SUITES if k in results}
             _write(out, ordered, llm_updates_markdown(ordered, command))
 
