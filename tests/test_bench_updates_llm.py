@@ -24,7 +24,7 @@ TURN = re.compile(r"^\[(T\d+)\] .*?(user|assistant): \"(.*)\"$", re.M)
 def _model(dialogues: list[dict[str, Any]]) -> Any:
     """A scripted model: extraction windows get one entry per turn, the user's statements of
     the task app carrying a normalized state; questions get the dialogue's right answer."""
-    answers = {d["question"]: d["latest"] for d in dialogues}
+    answers = {d["question"]: d["latest"] for d in dialogues if d.get("question")}
     answers |= {d["question_original"]: d["original"] for d in dialogues if d.get("question_original")}
 
     def reply(body: dict[str, Any]) -> tuple[int, str]:
@@ -120,7 +120,7 @@ def test_a_garbled_extraction_falls_back_to_the_rules(server: FakeOpenAIServer, 
 def test_the_command_writes_each_suite_and_keeps_the_others(server: FakeOpenAIServer, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     heldout = load_suite(updates.SUITES["held-out"])
-    server.default = _model([*VALIDATION[:2], *heldout[:1]])
+    server.default = _model([*VALIDATION[:2], *heldout[::20]])
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit, match="--llm needs an LLM"):
@@ -130,12 +130,13 @@ def test_the_command_writes_each_suite_and_keeps_the_others(server: FakeOpenAISe
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     monkeypatch.setenv("ARIADNEMEM_LLM_MODEL", "fake-model")
     updates.main(["--llm", "--suites", "validation", "--limit", "2", "--out", str(tmp_path)])
-    updates.main(["--llm", "--suites", "held-out", "--limit", "1", "--out", str(tmp_path)])
+    updates.main(["--llm", "--suites", "held-out", "--every", "20", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "results.json").read_text())
     assert list(data) == ["held-out", "validation"]  # the earlier suite is kept
     assert data["validation"]["n_dialogues"] == 2 and data["validation"]["complete"]
     assert data["validation"]["model"] == "fake-model"
     assert data["held-out"]["variants"]["rules + LLM answers"]["llm_calls"] >= 1
+    assert list(data["held-out"]["dialogues"]) == [heldout[0]["id"], heldout[20]["id"]]  # a change, a look-alike
     md = (tmp_path / "results.md").read_text()
     assert "## validation: 2 changes, 0 look-alikes" in md and "| LLM extraction + LLM answers |" in md
-    assert "--suites held-out --limit 1" in md
+    assert "--suites held-out --every 20" in md

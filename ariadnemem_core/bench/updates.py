@@ -429,6 +429,8 @@ def _parser() -> Any:
                         "answers), next to the rules on the same dialogues")
     p.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated, of {', '.join(SUITES)}")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N dialogues of each suite")
+    p.add_argument("--every", type=int, default=1, metavar="K",
+                   help="every K-th dialogue of each suite (a sample across changes and look-alikes)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default bench-results/updates, with --llm bench-results/updates-llm)")
     return p
@@ -475,7 +477,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     command = " ".join(["python -m ariadnemem_core.bench.updates", *(argv if argv is not None else sys.argv[1:])])
     out = Path(args.out or Path("bench-results") / ("updates-llm" if args.llm else "updates"))
     out.mkdir(parents=True, exist_ok=True)
-    suites = {name: load_suite(SUITES[name])[: args.limit] for name in names}
+    suites = {name: load_suite(SUITES[name])[:: max(args.every, 1)][: args.limit] for name in names}
     embedder = MiniLMEmbedder()
     if not args.llm:
         results = {name: run_update_suite(d, embedder=embedder) for name, d in suites.items()}
