@@ -3,6 +3,7 @@ next to the rules on the same dialogues. The model is faked at the HTTP boundary
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,13 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, fake_client
 
 from ariadnemem_core.bench import updates
-from ariadnemem_core.bench.updates import LLM_VARIANTS, load_suite, run_llm_update_suite, run_update_suite
+from ariadnemem_core.bench.updates import (
+    LLM_VARIANTS,
+    load_suite,
+    rescore_llm_result,
+    run_llm_update_suite,
+    run_update_suite,
+)
 
 VALIDATION = load_suite(updates.SUITES["validation"])
 #: One change (Todoist -> Things 3, sharing no word the rules could use) and one look-alike.
@@ -140,3 +147,30 @@ def test_the_command_writes_each_suite_and_keeps_the_others(server: FakeOpenAISe
     md = (tmp_path / "results.md").read_text()
     assert "## validation: 2 changes, 0 look-alikes" in md and "| LLM extraction + LLM answers |" in md
     assert "--suites held-out --every 20" in md
+
+
+def test_recorded_answers_are_scored_again_without_the_model(server: FakeOpenAIServer, minilm: Any,
+                                                             tmp_path: Path) -> None:
+    server.default = _model([CHANGE, LOOKALIKE])
+    res = run_llm_update_suite([CHANGE, LOOKALIKE], fake_client(server), embedder=minilm)
+    calls = server.count
+    recorded = copy.deepcopy(res)
+    answers = recorded["dialogues"]
+    answers["vn01-budget-vs-flights"]["answers"]["rules + LLM answers"]["asked"][0]["answer"] = "4000"  # "4,000"
+    answers["v01-task-app"]["answers"]["rules + LLM answers"]["asked"][0]["answer"] = "Todoist"  # the old value
+    again = rescore_llm_result(recorded, VALIDATION)
+    v = again["variants"]["rules + LLM answers"]
+    assert v["negatives_answered"] == 100.0 and v["latest_answered"] == 0.0
+    assert v["failures"]["v01-task-app"] == ["not linked", "answer: 'Todoist'"]
+    assert v["linked"] == res["variants"]["rules + LLM answers"]["linked"]  # links kept as recorded
+    assert again["variants"]["LLM extraction + LLM answers"] == res["variants"]["LLM extraction + LLM answers"]
+    assert server.count == calls  # no model was asked
+    # the command: --rescore rewrites the recorded suite in --out
+    (tmp_path / "results.json").write_text(json.dumps({"validation": recorded}))
+    with pytest.raises(SystemExit, match="no recorded --llm run of held-out"):
+        updates.main(["--rescore", "--suites", "held-out", "--out", str(tmp_path)])
+    updates.main(["--rescore", "--suites", "validation", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["validation"]["variants"]["rules + LLM answers"]["latest_answered"] == 0.0
+    assert "answers scored again by `python -m ariadnemem_core.bench.updates --rescore" in (
+        tmp_path / "results.md").read_text()

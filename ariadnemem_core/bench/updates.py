@@ -22,6 +22,7 @@ does not run from an old turn to a new one, in all dialogues.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -59,7 +60,9 @@ def dialogue_turns(dialogue: dict[str, Any]) -> list[Turn]:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"[\s,]+", " ", text.lower()).strip()
+    """Lower case, commas and runs of spaces as one space; a digit group separator goes
+    ("4000" is the value "4,000")."""
+    return re.sub(r"[\s,]+", " ", re.sub(r"(?<=\d),(?=\d{3}\b)", "", text.lower())).strip()
 
 
 def _between(src_turns: list[str], dst_turns: list[str], user: str, dialogue: dict[str, Any]) -> bool:
@@ -244,8 +247,6 @@ class _LLMRun:
         self.extractor = extractor
         self.mems = {"rules": AriadneMemory(None, config, embedder=embedder),
                      "llm": AriadneMemory(None, config, embedder=embedder, extractor=extractor)}
-        self.link_n: dict[str, dict[str, Counter[str]]] = {x: {} for x in self.mems}
-        self.answer_n: dict[str, Counter[str]] = {v: Counter() for v in LLM_VARIANTS}
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.cost: dict[str, Counter[str]] = {"calls": Counter(), "fallbacks": Counter(), "unparsed": Counter()}
         self.outcomes: dict[str, dict[str, Any]] = {}
@@ -277,7 +278,6 @@ class _LLMRun:
             edges = [e for e in mem.edges(user) if e.kind == "update"]
             n: Counter[str] = Counter()
             missed = _score_links(d, entries, edges, n)
-            self.link_n[x][user] = n
             out["links"][x] = {"update_edges": len(edges), "linked": n["linked"] > 0, "clean": n["clean"] > 0,
                                "false_links": n["false_links"], "missed": missed}
         # what the model read into each turn (the rules' entries are reproducible offline)
@@ -293,7 +293,6 @@ class _LLMRun:
             n: Counter[str] = Counter()
             with self._timed(f"answer:{name}"):
                 missed = _score_answers(d, self._asker(self.mems[x], user, how, name, asked), n)
-            self.answer_n[name].update(n)
             self.outcomes[user]["answers"][name] = {"asked": asked, "right": dict(n), "missed": missed}
         self.answered.append(user)
 
@@ -325,23 +324,61 @@ class _LLMRun:
         """The figures so far: links over the built dialogues (``extraction``), every share
         over the answered ones (``variants``), and each dialogue's outcome."""
         secs, calls = self.seconds, self.cost["calls"]
-        extraction = {x: {**_link_shares(sum(per.values(), Counter())), "llm_calls": calls[f"build:{x}"],
-                          "seconds": round(secs[f"build:{x}"], 1)} for x, per in self.link_n.items()}
+        extraction = {x: {**_link_shares(sum((_link_counter(o, x) for o in self.outcomes.values()), Counter())),
+                          "llm_calls": calls[f"build:{x}"], "seconds": round(secs[f"build:{x}"], 1)}
+                      for x in self.mems}
         extraction["llm"]["extractor_stats"] = dict(getattr(self.extractor, "stats", {}))
-        variants = {}
-        for name, (x, how) in LLM_VARIANTS.items():
-            n = sum((self.link_n[x][u] for u in self.answered), Counter()) + self.answer_n[name]
-            failures = {u: o["links"][x]["missed"] + o["answers"][name]["missed"] for u, o in self.outcomes.items()
-                        if name in o["answers"] and (o["links"][x]["missed"] or o["answers"][name]["missed"])}
-            variants[name] = {**_shares(n), "extraction": x, "answers": how,
-                              "llm_calls": calls[f"build:{x}"] + calls[f"answer:{name}"],
-                              "seconds": round(secs[f"build:{x}"] + secs[f"answer:{name}"], 1),
-                              "answer_fallbacks": self.cost["fallbacks"][name],
-                              "unparsed_answers": self.cost["unparsed"][name], "failures": failures}
-        return {"model": self.llm.model, "n_dialogues": len(self.dialogues), "built": len(self.link_n["llm"]),
+        variants = {name: {**_variant_figures(self.outcomes, name, x), "extraction": x, "answers": how,
+                           "llm_calls": calls[f"build:{x}"] + calls[f"answer:{name}"],
+                           "seconds": round(secs[f"build:{x}"] + secs[f"answer:{name}"], 1),
+                           "answer_fallbacks": self.cost["fallbacks"][name],
+                           "unparsed_answers": self.cost["unparsed"][name]}
+                    for name, (x, how) in LLM_VARIANTS.items()}
+        return {"model": self.llm.model, "n_dialogues": len(self.dialogues), "built": len(self.outcomes),
                 "answered": len(self.answered), "complete": len(self.answered) == len(self.dialogues),
                 "llm_usage": self.llm.usage, "extraction": extraction, "variants": variants,
                 "dialogues": self.outcomes}
+
+
+def _link_counter(outcome: dict[str, Any], extraction: str) -> Counter[str]:
+    """A dialogue's link counts (as :func:`_score_links` made them) from its recorded outcome."""
+    links = outcome["links"][extraction]
+    return Counter({"n_neg" if outcome["kind"] == "negative" else "n_up": 1, "linked": int(links["linked"]),
+                    "clean": int(links["clean"]), "false_links": links["false_links"]})
+
+
+def _variant_figures(outcomes: dict[str, dict[str, Any]], name: str, extraction: str) -> dict[str, Any]:
+    """A variant's shares and failures over the dialogues it has answered."""
+    answered = [(u, o) for u, o in outcomes.items() if name in o["answers"]]
+    n = sum((_link_counter(o, extraction) + Counter(o["answers"][name]["right"]) for _, o in answered), Counter())
+    failures = {u: missed for u, o in answered
+                if (missed := o["links"][extraction]["missed"] + o["answers"][name]["missed"])}
+    return {**_shares(n), "failures": failures}
+
+
+def rescore_llm_result(result: dict[str, Any], dialogues: list[dict[str, Any]]) -> dict[str, Any]:
+    """A recorded LLM run scored again from its recorded answers, asking no model.
+
+    Why: a run on a local model takes an hour; when the scoring is corrected (say, "4000"
+    is the value "4,000"), the answers it recorded are replayed through the same scoring
+    instead of asked again. Links are kept as recorded.
+    """
+    by_id = {d["id"]: d for d in dialogues}
+    out = copy.deepcopy(result)
+    for user, outcome in out["dialogues"].items():
+        for record in outcome["answers"].values():
+            n: Counter[str] = Counter()
+            record["missed"] = _score_answers(by_id[user], _replay([a["answer"] for a in record["asked"]]), n)
+            record["right"] = dict(n)
+    for name, (x, _) in LLM_VARIANTS.items():
+        out["variants"][name].update(_variant_figures(out["dialogues"], name, x))
+    return out
+
+
+def _replay(answers: list[str]) -> Callable[[str], str]:
+    """An ``ask`` that gives the recorded answers in the order they were asked."""
+    replies = iter(answers)
+    return lambda _question: next(replies)
 
 
 def _link_shares(n: Counter[str]) -> dict[str, Any]:
@@ -393,7 +430,7 @@ _VARIANT_HEADER = ("| variant | linked % | false links | negatives clean % | lat
                    "| look-alike answered % | LLM calls | seconds | answer fallbacks |")
 
 
-def llm_updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
+def llm_updates_markdown(results: dict[str, dict[str, Any]]) -> str:
     """The LLM run's figures: one table per suite, one row per variant."""
     lines = ["# State updates with an LLM: linked, false links, answered, next to the rules", "",
              "Each suite's dialogues read four ways on the same dialogues: rule or LLM extraction, extractive "
@@ -411,11 +448,12 @@ def llm_updates_markdown(results: dict[str, dict[str, Any]], command: str) -> st
                          f"{cells[4]} | {v['llm_calls']} | {v['seconds']:.0f} | {v['answer_fallbacks']} |")
         x = r["extraction"]["llm"]
         st = x.get("extractor_stats", {})
+        command = r.get("command") or f"python -m ariadnemem_core.bench.updates --llm --suites {suite}"
+        rescored = f"; answers scored again by `{r['rescored']}`" if r.get("rescored") else ""
         lines += ["", f"Model `{r['model']}`. LLM extraction over {r['built']} dialogues: linked "
                   f"{x['linked']:.1f}%, {x['false_links']} false links, {x['llm_calls']} calls, {x['seconds']:.0f} s; "
                   f"windows {st.get('windows', 0)}, fallen back to rules {st.get('fallback_windows', 0)}, "
-                  f"turns patched by rules {st.get('patched_turns', 0)}.", ""]
-    lines += [f"Command: `{command}`", ""]
+                  f"turns patched by rules {st.get('patched_turns', 0)}. Command: `{command}`{rescored}.", ""]
     return "\n".join(lines)
 
 
@@ -427,6 +465,8 @@ def _parser() -> Any:
     p.add_argument("--llm", action="store_true",
                    help="also read the suites with the LLM of OPENAI_BASE_URL / OPENAI_API_KEY (extraction and "
                         "answers), next to the rules on the same dialogues")
+    p.add_argument("--rescore", action="store_true",
+                   help="score the answers recorded by an earlier --llm run in --out again (no model is asked)")
     p.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated, of {', '.join(SUITES)}")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N dialogues of each suite")
     p.add_argument("--every", type=int, default=1, metavar="K",
@@ -468,38 +508,61 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     Offline by default (rules, extractive answers). With ``--llm`` each suite is also read
     with the configured LLM next to the rules (:func:`run_llm_update_suite`); results are
     written after every dialogue, and suites of an earlier run in ``--out`` that are not run
-    again are kept, so suites can be run one at a time.
+    again are kept, so suites can be run one at a time. ``--rescore`` scores the recorded
+    answers of an earlier ``--llm`` run again (:func:`rescore_llm_result`), asking no model.
     """
-    from ..embedding import MiniLMEmbedder
-
     args = _parser().parse_args(argv)
     names = _suite_names(args.suites)
     command = " ".join(["python -m ariadnemem_core.bench.updates", *(argv if argv is not None else sys.argv[1:])])
-    out = Path(args.out or Path("bench-results") / ("updates-llm" if args.llm else "updates"))
+    out = Path(args.out or Path("bench-results") / ("updates-llm" if args.llm or args.rescore else "updates"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.rescore:
+        return _rescore(names, out, command)
     suites = {name: load_suite(SUITES[name])[:: max(args.every, 1)][: args.limit] for name in names}
+    if args.llm:
+        return _run_llm(suites, out, command)
+    from ..embedding import MiniLMEmbedder
+
     embedder = MiniLMEmbedder()
-    if not args.llm:
-        results = {name: run_update_suite(d, embedder=embedder) for name, d in suites.items()}
-        merged = {**_earlier(out, False), **results}
-        results = {k: merged[k] for k in SUITES if k in merged}
-        _write(out, results, updates_markdown(results, command))
-        return results
+    results = {name: run_update_suite(d, embedder=embedder) for name, d in suites.items()}
+    merged = {**_earlier(out, False), **results}
+    results = {k: merged[k] for k in SUITES if k in merged}
+    _write(out, results, updates_markdown(results, command))
+    return results
+
+
+def _run_llm(suites: dict[str, list[dict[str, Any]]], out: Path, command: str) -> dict[str, dict[str, Any]]:
+    from ..embedding import MiniLMEmbedder
+
     llm = LLMClient.from_env()
     if llm is None:
         raise SystemExit("--llm needs an LLM: set OPENAI_BASE_URL (a local server, e.g. scripts/llm_server.sh) "
                          "or OPENAI_API_KEY")
+    embedder = MiniLMEmbedder()
     results = _earlier(out, True)
     for name, dialogues in suites.items():
         def save(partial: dict[str, Any], name: str = name) -> None:
-            results[name] = partial
+            results[name] = {**partial, "command": command}
             print(f"{name}: built {partial['built']}, answered {partial['answered']} of {partial['n_dialogues']}; "
                   f"{partial['llm_usage']['calls']:.0f} LLM calls, {partial['llm_usage']['seconds']:.0f} s",
                   file=sys.stderr, flush=True)
             ordered = {k: results[k] for k in SUITES if k in results}
-            _write(out, ordered, llm_updates_markdown(ordered, command))
+            _write(out, ordered, llm_updates_markdown(ordered))
 
         save(run_llm_update_suite(dialogues, llm, embedder=embedder, on_progress=save))
+    return results
+
+
+def _rescore(names: list[str], out: Path, command: str) -> dict[str, dict[str, Any]]:
+    results = _earlier(out, True)
+    missing = [n for n in names if n not in results]
+    if len(missing) == len(names):
+        raise SystemExit(f"--rescore: no recorded --llm run of {', '.join(names)} in {out / 'results.json'}")
+    for name in names:
+        if name in results:
+            results[name] = {**rescore_llm_result(results[name], load_suite(SUITES[name])), "rescored": command}
+    results = {k: results[k] for k in SUITES if k in results}
+    _write(out, results, llm_updates_markdown(results))
     return results
 
 
