@@ -18,6 +18,10 @@ and ``original`` (the older state: ``original_answered`` counts answers that con
 and not the latest value), and a negative's ``question`` and ``latest`` (the look-alike
 left standing: ``negatives_answered``). ``false_links`` counts every update edge that
 does not run from an old turn to a new one, in all dialogues.
+
+With an LLM configured, :func:`run_llm_update_suite` (``--llm`` on the command line) reads
+the same dialogues four ways (:data:`LLM_VARIANTS`: rule or LLM extraction, extractive or
+LLM answers), so the model's figures stand next to the rules' on the same dialogues.
 """
 
 from __future__ import annotations
