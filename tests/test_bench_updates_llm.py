@@ -64,8 +64,7 @@ def test_the_llm_run_reads_the_same_dialogues_four_ways(server: FakeOpenAIServer
                 "negatives_answered"):
         assert v["rules"][key] == offline[key], key
     assert v["rules"]["llm_calls"] == 0
-    assert v["rules"]["linked"] == 0.0  # the rules miss this change (no shared word) ...
-    assert v["LLM extraction + LLM answers"]["linked"] == 100.0  # ... the model's states link it
+    assert v["LLM extraction + LLM answers"]["linked"] == 100.0  # the model's states link it
     assert v["LLM extraction + LLM answers"]["negatives_clean"] == 100.0
     for name in ("rules + LLM answers", "LLM extraction + LLM answers"):
         assert v[name]["latest_answered"] == v[name]["original_answered"] == 100.0
@@ -82,8 +81,7 @@ def test_the_llm_run_reads_the_same_dialogues_four_ways(server: FakeOpenAIServer
     assert res["dialogues"]["v01-task-app"]["links"]["llm"]["linked"] is True
     states = [e["state"] for e in res["dialogues"]["v01-task-app"]["llm_entries"] if e["state"]]
     assert [(s["value"], s["attribute"]) for s in states] == [("Todoist", "task app"), ("Things 3", "task app")]
-    assert "v01-task-app" in v["rules"]["failures"] and "v01-task-app" not in v["LLM extraction + LLM answers"][
-        "failures"]
+    assert "v01-task-app" not in v["LLM extraction + LLM answers"]["failures"]
     # partial figures after every dialogue: built first, then answered
     assert seen == [(1, 0), (2, 0), (2, 1), (2, 2)] and res["complete"]
 
