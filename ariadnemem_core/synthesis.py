@@ -275,7 +275,8 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     far does the user run?" after "I run about 10 km a week" scored a little higher,
     whether or not the update detector linked them, and "Professor Nadia!" does not answer
     "where does Nadia teach?". A question about a named time is left to the chain."""
-    best = max(pool, key=_answering_weight)
+    weight = {id(f): _answering_weight(f) for f in pool}
+    best = max(pool, key=lambda f: weight[id(f)])
     chained = _state_at(best, facts, when)
     stamp = getattr(best, "timestamp", None)
     linked = chained is not best or any(getattr(f, "superseded_by", None) == getattr(best, "id", None) for f in facts)
@@ -283,11 +284,11 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         return chained
     speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}
     needed = {stem(w.lower()) for w in keywords(question)} & _stems(best) - speakers
-    floor = RECENT_SHARE * _answering_weight(best)
-    close = [f for f in pool if getattr(f, "timestamp", None) is not None and _answering_weight(f) >= floor
+    floor = RECENT_SHARE * weight[id(best)]
+    close = [f for f in pool if getattr(f, "timestamp", None) is not None and weight[id(f)] >= floor
              and 2 * len(needed & _stems(f)) >= len(needed)]
     pick = min if when is not None else max
-    return _state_at(pick(close, key=lambda f: (f.timestamp, _answering_weight(f))), facts, when)
+    return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 
 
 def _stems(fact: Any) -> set[str]:

@@ -106,10 +106,7 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
     with mem:
         for d in dialogues:
             user = d["id"]
-            mem.add(dialogue_turns(d), user_id=user)
-            mem.flush()
-            entries = {e.id: e for e in mem.entries(user)}
-            edges = [e for e in mem.edges(user) if e.kind == "update"]
+            entries, edges = _add_dialogue(mem, d)
             links[user] = len(edges)
 
             def ask(question: str, user: str = user) -> str:
@@ -120,6 +117,13 @@ def run_update_suite(dialogues: list[dict[str, Any]] | None = None, *, config: C
             if missed:
                 failures[user] = missed
     return {**_shares(n), "links": links, "failures": failures}
+
+
+def _add_dialogue(mem: AriadneMemory, d: dict[str, Any]) -> tuple[dict[str, Entry], list[UpdateEdge]]:
+    """Add a dialogue as its own user and flush; its entries by id and its update edges."""
+    mem.add(dialogue_turns(d), user_id=d["id"])
+    mem.flush()
+    return {e.id: e for e in mem.entries(d["id"])}, [e for e in mem.edges(d["id"]) if e.kind == "update"]
 
 
 def _shares(n: Counter[str]) -> dict[str, Any]:
@@ -276,10 +280,7 @@ class _LLMRun:
         out = self.outcomes.setdefault(user, {"kind": d["kind"], "links": {}, "answers": {}})
         for x, mem in self.mems.items():
             with self._timed(f"build:{x}"):
-                mem.add(dialogue_turns(d), user_id=user)
-                mem.flush()
-            entries = {e.id: e for e in mem.entries(user)}
-            edges = [e for e in mem.edges(user) if e.kind == "update"]
+                entries, edges = _add_dialogue(mem, d)
             n: Counter[str] = Counter()
             missed = _score_links(d, entries, edges, n)
             out["links"][x] = {"update_edges": len(edges), "linked": n["linked"] > 0, "clean": n["clean"] > 0,
