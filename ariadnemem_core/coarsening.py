@@ -1082,6 +1082,14 @@ def _replaced_elsewhere(old: Entry, new: Entry) -> bool:
     return False
 
 
+#: Value types of which one holds at a time, so that a close restatement with another
+#: value replaces the old one even without a change word. Counts and names are left out:
+#: no tuning conversation linked one this way but the reunion head count of the update
+#: suite, while on long user-assistant conversations they linked measurements of different
+#: runs and tools named side by side.
+_SINGLE_VALUED = frozenset({"time", "date", "money", "phone", "email"})
+
+
 def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], similarity: float, config: Config, *,
                    own_strong: bool, retracted: bool, cued: bool) -> str | None:
     """A changed value of ``kind`` in statements sharing slot words ``shared``."""
@@ -1106,10 +1114,11 @@ def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], si
         # share a topic, not an attribute.
         return None
     # A shared slot and a new value: a cue suffices; without one, only a close restatement
-    # of the same slot ("the team has 8 engineers" / "the team is 10 engineers") is an update.
-    # A quantity (count, amount, time, contact) may share a single slot word ("12 people
-    # for the reunion" / "15 for the reunion"); a name or a date, which chit-chat changes
-    # all the time, needs two.
+    # of a value that holds one at a time is an update: a clock time, an amount or a contact
+    # ("workouts at 7 pm" / "workouts at 6 am"), or a date sharing two slot words. A count or
+    # a name said again differently is most often another measurement, example or tool
+    # ("8 workers" in one test run, "12" in the next); the offline answer still takes the
+    # later of two close statements (``synthesis``), without the link.
     if _compound_about(old, shared) or _compound_about(new, shared):
         # A statement of many values (a plan, a progress report) changes one of them only
         # when a change word governs it ("moved the call to April 22 at 11 AM"): "now" or
@@ -1122,8 +1131,7 @@ def _shared_change(old: Entry, new: Entry, kind: str, shared: frozenset[str], si
         return f"{kind} changed, shared slot, {'retracted' if retracted else 'cue'}"
     if not (_brief(pa) and _brief(pb)):
         return None  # a long statement restated with another number is a progress report, not one fact
-    if similarity >= config.lambda_link_plain and (len(shared) >= 2 or kind in ("number", "money", "time", "phone",
-                                                                                  "email")):
+    if similarity >= config.lambda_link_plain and kind in _SINGLE_VALUED and (len(shared) >= 2 or kind != "date"):
         return f"{kind} changed, shared slot, close"
     return None
 

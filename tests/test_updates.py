@@ -23,8 +23,11 @@ pytestmark = BOTH_BACKENDS
 #: cue alone: on conversations the rules were not written for, most links were false and
 #: coarsening off beat coarsening on. Four changes of the suite are lost to that: a weekly
 #: distance that shares only its unit, a due date renamed a deadline, a school named by a
-#: person the extractor missed, a new employer sharing no word with the old one.
-MIN_LINKED = 82.0
+#: person the extractor missed, a new employer sharing no word with the old one. A fifth,
+#: the reunion head count said again with no change word, went when a count or a name
+#: stopped linking on closeness alone (it linked no tuning conversation); its latest value
+#: is still answered.
+MIN_LINKED = 80.0
 MIN_NEGATIVES_CLEAN = 100.0
 MIN_LATEST = 95.0
 #: The held-out dialogues (tests/data/update_dialogues_heldout.json) were written before the
@@ -757,3 +760,19 @@ def test_codes_onsets_and_corrections_are_read() -> None:
     due = _e("h", "Sofia's sister's due date is November 3.", speaker="Sofia", persons=("Sofia",), turn="t8")
     moved = _e("i", "Sofia's sister's due date is October 27 now.", speaker="Sofia", persons=("Sofia",), turn="t9")
     assert co_true(due, moved) is None and _reason(due, moved, 0.8) is not None
+
+
+def test_a_count_or_a_name_said_again_needs_a_change_word() -> None:
+    """Two close statements with another count or another name are two measurements or two
+    tools unless the wording says one replaced the other; a clock time or an amount, which
+    holds one at a time, is replaced by a close restatement alone."""
+    runs = _e("a", "user: The load test ran with 8 workers.", speaker="user", turn="t1")
+    rerun = _e("b", "user: The load test ran with 12 workers.", speaker="user", turn="t3")
+    assert _reason(runs, rerun, 0.9) is None
+    assert _reason(runs, _e("c", "user: I raised the load test to 12 workers.", speaker="user", turn="t5"), 0.9) \
+        == "number changed, shared slot, cue"
+    flask = _e("d", "user: The API is served with Flask.", speaker="user", turn="t1")
+    assert _reason(flask, _e("e", "user: The API is served with FastAPI.", speaker="user", turn="t3"), 0.9) is None
+    workout = _e("f", "user: My workouts are at 7 pm.", speaker="user", turn="t1")
+    assert _reason(workout, _e("g", "user: My workouts are at 6 am.", speaker="user", turn="t3"), 0.9) \
+        == "time changed, shared slot, close"
