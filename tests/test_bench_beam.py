@@ -9,15 +9,17 @@ import pytest
 
 from ariadnemem_core import HashEmbedder
 from ariadnemem_core.bench.beam import (
+    BeamQuestion,
     fill_budget,
     load_beam,
     paired_difference,
     recall_intervals,
     run_beam,
     strip_marker,
+    update_links,
 )
 from ariadnemem_core.bench.metrics import make_record
-from ariadnemem_core.models import MAX_TEXT_CHARS
+from ariadnemem_core.models import MAX_TEXT_CHARS, UpdateEdge
 
 MESSAGES = [
     ("user", "I'm planning my budget tracker project; the first sprint ends on March 29. ->-> 1,1"),
@@ -96,6 +98,9 @@ def test_run_beam_writes_results_with_targets_and_diagnostics(tmp_path: Path) ->
     assert set(res["intervals"]) == set(systems) and res["intervals"]["AriadneMem"]["overall"] is not None
     assert res["paired"]["AriadneMem"]["vs"] == "flat-hybrid@500"
     assert "| AriadneMem - flat-hybrid@500 |" in md and "bootstrap 95% intervals" in md
+    links = ours["update_links"]
+    assert links["named_updates"] == 1 and links["edges"] >= links["on_named_updates"]
+    assert f"Update links: {links['edges']} edges" in md
 
 
 def _rec(qid: str, cat: str, recall: float):
@@ -121,3 +126,17 @@ def test_intervals_and_paired_difference_read_per_question() -> None:
 def test_unknown_conversation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown conversations"):
         load_beam(_write(tmp_path), ["7"])
+
+
+def test_update_links_count_only_the_named_change_old_to_new() -> None:
+    """A link from the earlier evidence message to the updated one is a named update; a
+    link the other way, one inside a message, or one to another message is not."""
+    ku = BeamQuestion("q1", "knowledge_update", "When does the sprint end?", ["0", "4"], updated=["4"])
+    other = BeamQuestion("q2", "information_extraction", "Which database?", ["2"])
+    turns_of = {"a": ["0"], "b": ["4"], "c": ["2"], "d": ["0", "4"]}
+    edges = [UpdateEdge("a", "b"), UpdateEdge("b", "a"), UpdateEdge("c", "b"), UpdateEdge("d", "b"),
+             UpdateEdge("a", "b", kind="mention")]
+    assert update_links([ku, other], edges, turns_of) == {
+        "edges": 4, "on_named_updates": 1, "named_updates": 1, "named_updates_linked": 1}
+    assert update_links([ku], edges[1:4], turns_of)["named_updates_linked"] == 0
+    assert update_links([other], edges, turns_of)["named_updates"] == 0

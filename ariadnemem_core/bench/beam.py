@@ -16,7 +16,10 @@ memory per conversation (its own user scope) and measures, per question category
   reopened), with query embedding excluded as in the LoCoMo bench;
 * where missed evidence was lost: ``gate`` (no entry came from the message), ``budget``
   (an entry was considered, then cut by the node/token budget) or ``retrieval`` (never
-  a candidate).
+  a candidate);
+* how the update links meet the knowledge updates BEAM names (:func:`update_links`): a
+  link from a question's earlier evidence message to its updated one is a real change by
+  the dataset's own account, read with no human judgement, on any split.
 
 The flat baselines rank the raw messages (dense, and BM25 + dense fused by RRF) and fill
 them greedily, best first, up to the same token budgets (a message that does not fit is
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..models import MAX_TEXT_CHARS, Turn
+from ..models import MAX_TEXT_CHARS, Turn, UpdateEdge
 from ..tokens import count_tokens
 from .baselines import FlatIndex
 from .ingest import fresh_embedder
@@ -248,6 +251,32 @@ def paired_difference(records: Sequence[QuestionRecord], reference: Sequence[Que
     return {"vs": REFERENCE, "diff": diff, "ci": {k: list(v) if v else None for k, v in ci.items()}}
 
 
+def update_links(questions: Sequence[BeamQuestion], edges: Iterable[UpdateEdge],
+                 turns_of: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """How a conversation's update links meet the knowledge updates its questions name.
+
+    A knowledge_update question names its updated message(s) and, among its other evidence
+    messages, the earlier state. A link whose older entry comes from the earlier state and
+    whose newer entry comes from the updated message records that change; no other link can
+    be scored without reading it, so ``on_named_updates`` is a floor on the real links, and
+    ``named_updates_linked`` says how many of the dataset's changes the detector found.
+
+    Args:
+        questions: the conversation's questions.
+        edges: its stored update edges (old -> new).
+        turns_of: each entry id's source message ids.
+
+    Returns:
+        ``edges``, ``on_named_updates``, ``named_updates`` and ``named_updates_linked``.
+    """
+    named = [(set(q.evidence) - set(q.updated), set(q.updated)) for q in questions
+             if q.updated and set(q.evidence) - set(q.updated)]
+    links = [(set(turns_of.get(e.src, ())), set(turns_of.get(e.dst, ()))) for e in edges if e.kind == "update"]
+    hits = [[bool(old & before and new & after and not old & new) for before, after in named] for old, new in links]
+    return {"edges": len(links), "on_named_updates": sum(any(row) for row in hits), "named_updates": len(named),
+            "named_updates_linked": sum(any(row[i] for row in hits) for i in range(len(named)))}
+
+
 def _record(q: BeamQuestion, covered: Iterable[str], tokens: int, latency: float) -> QuestionRecord:
     rec = make_record(q.qid, 0, q.evidence, covered, tokens, latency)
     rec.extra["category"] = q.category
@@ -265,6 +294,7 @@ def _ariadnemem(convs: Sequence[BeamConversation], cfg: Config, embedder: Any, s
     embed_once_s = 0.0
     cold: list[float] = []
     lost = {"gate": 0, "budget": 0, "retrieval": 0}
+    links = {"edges": 0, "on_named_updates": 0, "named_updates": 0, "named_updates_linked": 0}
     per_conv: dict[str, Any] = {}
     embedder = fresh_embedder(embedder)
     n_msgs = sum(len(c.turns) for c in convs)
@@ -298,6 +328,8 @@ def _ariadnemem(convs: Sequence[BeamConversation], cfg: Config, embedder: Any, s
             entries = mem.entries(conv.user_id)
             stored_turns = {tid for e in entries for tid in e.source_turn_ids}
             turns_of = {e.id: set(e.source_turn_ids) for e in entries}
+            for key, n in update_links(conv.questions, mem.edges(conv.user_id), turns_of).items():
+                links[key] += n
             for n, q in enumerate(conv.questions):
                 t0 = time.perf_counter()
                 graph = mem.retrieve(q.question, user_id=conv.user_id)
@@ -330,6 +362,7 @@ def _ariadnemem(convs: Sequence[BeamConversation], cfg: Config, embedder: Any, s
         "latency": {"warm_p50_ms": percentile(warm, 50), "warm_p95_ms": percentile(warm, 95),
                     "cold_p50_ms": percentile(cold, 50), "cold_p95_ms": percentile(cold, 95)},
         "lost_at": lost,
+        "update_links": links,
     }
 
 
@@ -447,6 +480,7 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
         f"Missed evidence lost at: retrieval {ours['lost_at']['retrieval']}, budget {ours['lost_at']['budget']}, "
         f"gate {ours['lost_at']['gate']}.",
         "",
+        *_link_lines(ours.get("update_links")),
         f"Embedding every message once with the same embedder took {ing.get('embed_once_seconds')} s "
         "(measured per conversation right before its ingest, so both see the same machine load).",
     ]
@@ -458,6 +492,14 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
     if cmd:
         lines += ["", f"Command: `{cmd}`"]
     return "\n".join(lines) + "\n"
+
+
+def _link_lines(links: Mapping[str, int] | None) -> list[str]:
+    if not links:
+        return []
+    return [f"Update links: {links['edges']} edges; {links['on_named_updates']} join the earlier and the updated "
+            f"message of a knowledge update the questions name (real by the dataset's account); "
+            f"{links['named_updates_linked']} of those {links['named_updates']} updates are linked.", ""]
 
 
 def _interval_lines(results: Mapping[str, Any], cats: Sequence[str]) -> list[str]:
