@@ -102,10 +102,11 @@ class Config:
     #: the hand-written update suite (tests/data/update_dialogues.json) the 0.85 rule
     #: linked 2 of 46 changes. The cued pairs there start at 0.46.
     lambda_link: float = 0.45
-    #: ADDITION: cosine floor of an update no change word marks ("the team has 8 engineers"
-    #: -> "the team is 10 engineers", 0.84). At 0.45 with no cue, LoCoMo dev conv-26 got
-    #: 61 LINKs, a sample of 30 across the dev set held no real update: two statements
-    #: sharing a slot word and differing in a number or date are mostly two events.
+    #: ADDITION: cosine floor of an update no change word marks, for a value of which one
+    #: holds at a time ("workouts at 7 pm" -> "workouts at 6 am"; a count or a name always
+    #: needs a change word). At 0.45 with no cue, LoCoMo dev conv-26 got 61 LINKs, a sample
+    #: of 30 across the dev set held no real update: two statements sharing a slot word
+    #: and differing in a number or date are mostly two events.
     lambda_link_plain: float = 0.7
     #: ADDITION: floor when no typed value (time, date, amount, number, name) changed and
     #: only state words and a change cue vouch for the update ("the migration is blocked on
