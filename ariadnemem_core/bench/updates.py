@@ -209,6 +209,7 @@ SUITES = {
     "validation": DEFAULT_SUITE.with_name("update_dialogues_validation.json"),
 }
 _SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", "negatives_answered")
+_ANSWERED = _SHARES[2:]
 
 
 def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
@@ -225,6 +226,16 @@ def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
         cells = ["-" if r.get(k) is None else f"{r[k]:.1f}" for k in _SHARES]
         lines.append(f"| {name} | {r['n_updates']} | {r['n_negatives']} | {cells[0]} | {r['false_links']} | "
                      f"{cells[1]} | {cells[2]} | {cells[3]} | {cells[4]} |")
+    off = {name: r["coarsening_off"] for name, r in results.items() if r.get("coarsening_off")}
+    if off:
+        lines += ["", "The same dialogues answered without coarsening (`Config().ablate(\"coarsening\")`: no MERGE, "
+                  "no LINK), next to the answers above:", "",
+                  "| suite | latest answered %, on / off | original answered %, on / off "
+                  "| look-alike answered %, on / off |", "| --- | ---: | ---: | ---: |"]
+        for name, o in off.items():
+            cells = [" / ".join("-" if x is None else f"{x:.1f}" for x in (results[name].get(k), o.get(k)))
+                     for k in _ANSWERED]
+            lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", f"Command: `{command}`", ""]
     return "\n".join(lines)
 
@@ -530,6 +541,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
 
     embedder = MiniLMEmbedder()
     results = {name: run_update_suite(d, embedder=embedder) for name, d in suites.items()}
+    for name, d in suites.items():
+        # What the links earn: the same dialogues answered with no MERGE and no LINK (the
+        # offline answer then has only its own "later of two close statements" rule).
+        off = run_update_suite(d, embedder=embedder, config=Config().ablate("coarsening"))
+        results[name]["coarsening_off"] = {k: off[k] for k in _ANSWERED}
     merged = {**_earlier(out, False), **results}
     results = {k: merged[k] for k in SUITES if k in merged}
     _write(out, results, updates_markdown(results, command))
