@@ -366,6 +366,27 @@ class AriadneMemory:
             if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
+    def unlink(self, old_id: str, new_id: str, *, user_id: str = "default") -> None:
+        """Remove an update link the memory got wrong: ``new_id`` does not replace ``old_id``.
+
+        The update detector reads wording, and a statement about another thing that shares
+        a word and changes a value can be linked as a newer state ("the flights came to
+        $1,180" after "the budget is $4,000"). Unlinking makes the old fact current again:
+        ``entries()`` no longer gives it a valid-until, ``history()`` ends the chain there,
+        and retrieval and answers no longer treat it as superseded. Both entries are kept.
+
+        Args:
+            old_id: the entry the link marked superseded.
+            new_id: the entry it named as the newer state.
+            user_id: whose memory (another user's link is not touched, and not found).
+
+        Raises:
+            NotFoundError: no update link ``old_id -> new_id`` for that user.
+        """
+        with self._user_locks.hold(user_id):
+            if not self._store.unlink(user_id, old_id, new_id):
+                raise NotFoundError(f"no update link {old_id!r} -> {new_id!r} for user {user_id!r}")
+
     def forget(self, user_id: str, *, agent_id: str | None = None, session_id: str | None = None) -> int:
         """Delete every memory (and pending turn) of a scope.
 

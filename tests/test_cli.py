@@ -638,6 +638,19 @@ def test_delete_entry(capsys, copy: Path, listing) -> None:
     assert code == 1 and err.startswith("Error:")
 
 
+def test_unlink_a_wrong_update(capsys, copy: Path, listing) -> None:
+    old, new = entry_for(listing, "alice", "a2"), entry_for(listing, "alice", "a4")
+    code, _, err = run(capsys, "unlink", old["id"], new["id"], "--store", copy, "-u", "bob")  # not bob's
+    assert code == 1 and err.startswith("Error:") and "user 'bob'" in err
+    code, _, err = run(capsys, "unlink", new["id"], old["id"], "--store", copy, "-u", "alice")  # new -> old
+    assert code == 1 and "no update link" in err
+    assert run_json(capsys, "unlink", old["id"][:10], new["id"], "--store", copy, "-u", "alice") == {
+        "unlinked": [old["id"], new["id"]]}
+    assert ids(run_json(capsys, "history", old["id"], "--store", copy, "-u", "alice")) == [old["id"]]
+    kept = {e["id"]: e for e in run_json(capsys, "entries", "--store", copy, "-u", "alice")}
+    assert old["id"] in kept and new["id"] in kept and kept[old["id"]]["valid_until"] is None
+
+
 def test_export_import_round_trip(capsys, base: Path, tmp_path: Path, listing) -> None:
     dump = tmp_path / "dump.jsonl"
     exported = run_json(capsys, "export", dump, "--store", base)

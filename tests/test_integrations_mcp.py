@@ -101,6 +101,10 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
             await _call(session, name, entry_id=bob_entry)
         with pytest.raises(RuntimeError, match="no entry"):
             await _call(session, name, entry_id=bob_entry, user_id="bob")
+    with pytest.raises(RuntimeError, match="no entry"):
+        await _call(session, "unlink_update", old_id=bob_entry, new_id=ids[0])
+    with pytest.raises(RuntimeError, match="no update link"):
+        await _call(session, "unlink_update", old_id=ids[0], new_id=ids[1])
     sneaky = await session.call_tool("retrieve", {"query": "locker code", "user_id": "bob"})
     # (the secret's text, not the bare digits: a timing figure in the stats may hold them)
     assert "locker code is 4417" not in json.dumps(sneaky.model_dump(mode="json"))

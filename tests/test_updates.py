@@ -776,3 +776,30 @@ def test_a_count_or_a_name_said_again_needs_a_change_word() -> None:
     workout = _e("f", "user: My workouts are at 7 pm.", speaker="user", turn="t1")
     assert _reason(workout, _e("g", "user: My workouts are at 6 am.", speaker="user", turn="t3"), 0.9) \
         == "time changed, shared slot, close"
+
+
+def test_a_wrong_link_can_be_undone(make_memory) -> None:
+    """``unlink`` removes one update link of one user: the older fact is current again in
+    entries(), history() and the evidence graph; both entries stay, another
+    user's link and a link that does not exist are refused, and nothing else changes."""
+    from ariadnemem_core import NotFoundError
+
+    mem = _trip_memory(make_memory)
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries("u")}
+    budget, cut = by_turn["t2"], by_turn["t6"]
+    others = [(e.src, e.dst) for e in mem.edges("u") if (e.src, e.dst) != (budget.id, cut.id)]
+    with pytest.raises(NotFoundError, match="no update link"):
+        mem.unlink(cut.id, budget.id, user_id="u")  # the link runs old -> new only
+    with pytest.raises(NotFoundError):
+        mem.unlink(budget.id, cut.id, user_id="someone-else")
+    mem.unlink(budget.id, cut.id, user_id="u")
+    assert [(e.src, e.dst) for e in mem.edges("u")] == others
+    again = {e.id: e for e in mem.entries("u")}
+    assert again[budget.id].superseded_by is None and again[budget.id].valid_until is None
+    assert budget.id in again and cut.id in again
+    assert [e.id for e in mem.history(budget.id, user_id="u")] == [budget.id]
+    graph = mem.retrieve("What is the total budget per person?", user_id="u")
+    assert graph.fact(budget.id) is not None and graph.fact(budget.id).superseded_by is None
+    assert not any("(latest)" in line for line in graph.to_text().splitlines())
+    with pytest.raises(NotFoundError):
+        mem.unlink(budget.id, cut.id, user_id="u")  # already gone

@@ -854,6 +854,15 @@ class PostgresStore:
             self._touch(cur, [entry.user_id])
         return True
 
+    def unlink(self, user_id: str, src: str, dst: str) -> bool:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM edges WHERE user_id = %s AND src = %s AND dst = %s AND kind = 'update'",
+                        (user_id, src, dst))
+            gone = cur.rowcount
+            if gone:
+                self._touch(cur, [user_id])
+        return gone > 0
+
     @staticmethod
     def _delete_rows(cur: psycopg.Cursor[Any], user_id: str, ids: list[str]) -> None:
         cur.execute("DELETE FROM entries WHERE user_id = %s AND id = ANY(%s)", (user_id, ids))

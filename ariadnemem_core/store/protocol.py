@@ -136,6 +136,9 @@ class Store(Protocol):
     def delete(self, entry_id: str, user_id: str | None = None) -> bool:
         """Remove one entry (update chains through it are repaired)."""
 
+    def unlink(self, user_id: str, src: str, dst: str) -> bool:
+        """Remove the update edge ``src -> dst`` of a user; False if there was none."""
+
     def forget(self, scope: Scope) -> int:
         """Remove every entry and pending turn of a scope; returns how many entries."""
 

@@ -741,6 +741,14 @@ class Records(Guarded):
             )
             self._delete_rows(db, [entry])
 
+    def unlink(self, user_id: str, src: str, dst: str) -> bool:
+        """Remove the update edge ``src -> dst`` of ``user_id``, in one transaction (the
+        read cache and other processes see the new generation); False if there was none."""
+        with self._tx() as db:
+            gone = db.execute("DELETE FROM edges WHERE user_id = ? AND src = ? AND dst = ? AND kind = 'update'",
+                              (user_id, src, dst)).rowcount
+        return gone > 0
+
     def forget_rows(self, scope: Scope, victims: Sequence[Entry]) -> None:
         """Remove a scope's entries (``victims``), pending and recent turns, and for a whole
         user their counters, edges, mentions and attributes, in one transaction."""

@@ -171,6 +171,19 @@ class MemoryTools:
         self.memory.delete(entry_id, user_id=scope.user_id)
         return {"deleted": entry_id}
 
+    def unlink_update(self, scope: Scope,
+                      old_id: Annotated[str, Field(description="The entry the link marked superseded.")],
+                      new_id: Annotated[str, Field(description="The entry it named as the newer state.")],
+                      ) -> dict[str, Any]:
+        """Remove a wrong update link: ``new_id`` does not replace ``old_id`` (both stay)."""
+        self._owned(old_id, scope)
+        self._owned(new_id, scope)
+        try:
+            self.memory.unlink(old_id, new_id, user_id=scope.user_id)
+        except NotFoundError:
+            raise ToolError(f"no update link {old_id!r} -> {new_id!r} in this memory scope") from None
+        return {"unlinked": [old_id, new_id]}
+
     def forget_user(self, scope: Scope,
                     confirm: Annotated[str, Field(description="The user id, repeated to confirm.")]) -> dict[str, Any]:
         """Delete every memory of the scope; ``confirm`` must repeat the user id."""
@@ -196,6 +209,8 @@ TOOLS: list[tuple[str, str, bool]] = [
     ("stats", "Counters of this memory scope: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges.",
      True),
     ("delete_entry", "Delete one memory entry by id.", False),
+    ("unlink_update", "Undo a wrong update link (see history): the newer entry does not replace the older one; "
+                      "the older fact becomes current again. Both entries are kept.", False),
     ("forget_user", "Delete EVERY memory of this scope. Irreversible: confirm must repeat the user id.", False),
 ]
 
