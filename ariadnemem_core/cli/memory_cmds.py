@@ -299,6 +299,10 @@ def history(
         return
     note = "no updates" if len(chain) == 1 else f"{len(chain)} states, oldest first"
     print_entries(out, chain, f"history of {entry_id} ({note})")
+    if len(chain) > 1:
+        # The detector reads wording: say how to undo a link it got wrong.
+        say(out, Text(f"Not a change of one thing? `ariadnemem unlink OLD_ID NEW_ID --user {user}` "
+                      "removes a link and keeps both entries.", style="dim"))
 
 
 def _resolve_id(mem: AriadneMemory, entry_id: str, user: str) -> str:
