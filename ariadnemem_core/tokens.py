@@ -65,8 +65,21 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.Encoding(name=ENCODING, pat_str=_PAT_STR, mergeable_ranks=ranks, special_tokens=_SPECIAL)
 
 
+#: Texts up to this many characters have their count cached: a query's budget counts the
+#: same facts, excerpts and lines again and again (about 400 counts a query on BEAM, 12% of
+#: its time before the cache), and a fact is short.
+_CACHED_CHARS = 2000
+
+
 def count_tokens(text: str) -> int:
     """Number of ``cl100k_base`` tokens in ``text``."""
     if not text:
         return 0
+    if len(text) <= _CACHED_CHARS:
+        return _cached_count(text)
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_count(text: str) -> int:
     return len(_encoding().encode(text, disallowed_special=()))

@@ -180,7 +180,7 @@ def test_token_counts_identical_to_tiktoken_without_importing_llama_index() -> N
     from ariadnemem_core import tokens
 
     texts = ["", "hello world", "Hello <|endoftext|> world", "日本語のテキスト 12345 ✓", "def f(x):\n\treturn x\n" * 20,
-             "  spaces   and\r\nnewlines  "]
+             "  spaces   and\r\nnewlines  ", "a long passage, " * 200, "hello world"]
     bundled = tokens._bundled_file()
     assert bundled is not None and bundled.parent.name == "tiktoken_cache"
     reference = subprocess.run(
@@ -189,7 +189,10 @@ def test_token_counts_identical_to_tiktoken_without_importing_llama_index() -> N
          json.dumps(texts)],
         capture_output=True, text=True, check=True, env={"TIKTOKEN_CACHE_DIR": str(bundled.parent),
                                                          "PATH": "/usr/bin:/bin"}, timeout=60)
+    before = tokens._cached_count.cache_info().currsize
     assert [count_tokens(t) for t in texts] == json.loads(reference.stdout)
+    # Short texts are counted once and cached (the repeated one is a hit); a passage is not kept.
+    assert tokens._cached_count.cache_info().currsize - before <= len(texts) - 3
     assert isinstance(tokens._encoding(), tiktoken.Encoding)
     loaded = _modules_after("from ariadnemem_core.tokens import count_tokens\nassert count_tokens('hello there') == 2")
     assert "tiktoken" in loaded and "llama_index.core" not in loaded
