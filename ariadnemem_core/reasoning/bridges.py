@@ -52,16 +52,29 @@ def entity_keys(entry: Entry, speakers: set[str]) -> set[str]:
 
 def base_graph(nodes: Sequence[Entry], speakers: set[str], config: Config,
                update_edges: Sequence[tuple[str, str]] = ()) -> nx.Graph[str]:
-    """Undirected base graph; edge attribute ``kind`` is ``entity`` or ``temporal``."""
+    """Undirected base graph; edge attribute ``kind`` is ``entity`` or ``temporal``.
+
+    Every pair of the ~100 candidates is judged at once (an inverted index of the entity
+    keys, a matrix of time gaps) and the edges are added in the order of the pairs, so the
+    graph is the one a pair-by-pair loop builds; that loop was a fifth of a query's time.
+    """
     g: nx.Graph[str] = nx.Graph()
     g.add_nodes_from(e.id for e in nodes)
-    keys = {e.id: entity_keys(e, speakers) for e in nodes}
-    for a, b in combinations(nodes, 2):
-        if keys[a.id] & keys[b.id]:
-            g.add_edge(a.id, b.id, kind="entity")
-        elif (a.timestamp is not None and b.timestamp is not None
-              and abs((a.timestamp - b.timestamp).total_seconds()) < config.delta_time_s):
-            g.add_edge(a.id, b.id, kind="temporal")
+    n = len(nodes)
+    shared = np.zeros((n, n), dtype=bool)
+    holders: dict[str, list[int]] = {}
+    for i, e in enumerate(nodes):
+        for key in entity_keys(e, speakers):
+            holders.setdefault(key, []).append(i)
+    for members in holders.values():
+        if len(members) > 1:
+            shared[np.ix_(members, members)] = True
+    stamps = np.array([e.timestamp.timestamp() if e.timestamp is not None else np.nan for e in nodes], dtype=float)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(stamps[:, None] - stamps[None, :]) < config.delta_time_s  # undated: never close
+    rows, cols = np.nonzero(np.triu(shared | close, k=1))  # row-major: the order of the pairs
+    g.add_edges_from((nodes[i].id, nodes[j].id, {"kind": "entity" if shared[i, j] else "temporal"})
+                     for i, j in zip(rows.tolist(), cols.tolist(), strict=True))
     for src, dst in update_edges:
         if src in g and dst in g:
             g.add_edge(src, dst, kind="update")

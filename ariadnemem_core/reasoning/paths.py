@@ -31,15 +31,9 @@ MAX_STARTS = 20
 def directed_graph(entries: dict[str, Entry], edges: Iterable[tuple[str, str, str]]) -> nx.DiGraph[str]:
     d: nx.DiGraph[str] = nx.DiGraph()
     d.add_nodes_from(entries)
-    for src, dst, kind in edges:
-        if kind in ("bridge", "update"):
-            d.add_edge(src, dst, kind=kind)
-            continue
-        a, b = entries[src], entries[dst]
-        if order_key(a) <= order_key(b):
-            d.add_edge(src, dst, kind=kind)
-        else:
-            d.add_edge(dst, src, kind=kind)
+    key = {i: order_key(e) for i, e in entries.items()}
+    d.add_edges_from((src, dst, {"kind": kind}) if kind in ("bridge", "update") or key[src] <= key[dst]
+                     else (dst, src, {"kind": kind}) for src, dst, kind in edges)
     return d
 
 
