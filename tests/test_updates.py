@@ -803,3 +803,15 @@ def test_a_wrong_link_can_be_undone(make_memory) -> None:
     assert not any("(latest)" in line for line in graph.to_text().splitlines())
     with pytest.raises(NotFoundError):
         mem.unlink(budget.id, cut.id, user_id="u")  # already gone
+
+
+def test_a_name_given_as_an_example_is_no_value() -> None:
+    """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
+    example, not the slot's value; the same name stated plainly is one."""
+    from ariadnemem_core.coarsening import _profile
+
+    for text in ("Dana likes venues like the Lighthouse.", "Dana likes venues such as Lighthouse.",
+                 "Dana likes venues, e.g. Lighthouse.", "Dana likes bands like The Beatles."):
+        name = "The Beatles" if "Beatles" in text else "Lighthouse"
+        assert "name" not in _profile(_e("a", text, entities=(name,))).values, text
+    assert _profile(_e("b", "Dana booked the Lighthouse.", entities=("Lighthouse",))).values["name"] == {"lighthouse"}
