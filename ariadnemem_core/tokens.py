@@ -75,11 +75,11 @@ def count_tokens(text: str) -> int:
     """Number of ``cl100k_base`` tokens in ``text``."""
     if not text:
         return 0
-    if len(text) <= _CACHED_CHARS:
-        return _cached_count(text)
+    return _cached_count(text) if len(text) <= _CACHED_CHARS else _count(text)
+
+
+def _count(text: str) -> int:
     return len(_encoding().encode(text, disallowed_special=()))
 
 
-@functools.lru_cache(maxsize=65536)
-def _cached_count(text: str) -> int:
-    return len(_encoding().encode(text, disallowed_special=()))
+_cached_count = functools.lru_cache(maxsize=65536)(_count)

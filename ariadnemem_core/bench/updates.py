@@ -212,6 +212,11 @@ _SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", 
 _ANSWERED = _SHARES[2:]
 
 
+def _cell(share: float | None) -> str:
+    """A share as a table cell: one decimal, "-" where the suite asks no such question."""
+    return "-" if share is None else f"{share:.1f}"
+
+
 def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
     """The suites' figures as a markdown table (one row per suite)."""
     lines = ["# State updates: linked, false links, answered", "",
@@ -223,7 +228,7 @@ def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
              "| original answered % | look-alike answered % |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results.items():
-        cells = ["-" if r.get(k) is None else f"{r[k]:.1f}" for k in _SHARES]
+        cells = [_cell(r.get(k)) for k in _SHARES]
         lines.append(f"| {name} | {r['n_updates']} | {r['n_negatives']} | {cells[0]} | {r['false_links']} | "
                      f"{cells[1]} | {cells[2]} | {cells[3]} | {cells[4]} |")
     off = {name: r["coarsening_off"] for name, r in results.items() if r.get("coarsening_off")}
@@ -233,8 +238,7 @@ def updates_markdown(results: dict[str, dict[str, Any]], command: str) -> str:
                   "| suite | latest answered %, on / off | original answered %, on / off "
                   "| look-alike answered %, on / off |", "| --- | ---: | ---: | ---: |"]
         for name, o in off.items():
-            cells = [" / ".join("-" if x is None else f"{x:.1f}" for x in (results[name].get(k), o.get(k)))
-                     for k in _ANSWERED]
+            cells = [f"{_cell(results[name].get(k))} / {_cell(o.get(k))}" for k in _ANSWERED]
             lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", f"Command: `{command}`", ""]
     return "\n".join(lines)
@@ -459,7 +463,7 @@ def llm_updates_markdown(results: dict[str, dict[str, Any]]) -> str:
         lines += [f"## {suite}: {first['n_updates']} changes, {first['n_negatives']} look-alikes{done}", "",
                   _VARIANT_HEADER, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, v in r["variants"].items():
-            cells = ["-" if v.get(k) is None else f"{v[k]:.1f}" for k in _SHARES]
+            cells = [_cell(v.get(k)) for k in _SHARES]
             lines.append(f"| {name} | {cells[0]} | {v['false_links']} | {cells[1]} | {cells[2]} | {cells[3]} | "
                          f"{cells[4]} | {v['llm_calls']} | {v['seconds']:.0f} | {v['answer_fallbacks']} |")
         x = r["extraction"]["llm"]
