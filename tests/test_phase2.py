@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ariadnemem_core import Config
 from tests.conftest import BOTH_BACKENDS, turn
 
@@ -306,3 +308,38 @@ def test_a_grouped_line_names_its_speaker_once():
              Fact("c", "Nate met Joanna: she plays chess.", day, ["t1"], 0.4, "terminal", "F3", speaker="Nate")]
     line = EvidenceGraph("q", facts=facts, edges=[], group_by_turn=True).to_text().splitlines()[-1]
     assert line == '[F1,F2,F3] "Nate: Thanks! We had a lot in common. Nate met Joanna: she plays chess."'
+
+
+def test_a_query_runs_with_the_collector_paused_and_leaves_it_as_it_found_it(make_memory, monkeypatch):
+    """Young collections mid-query promote its short-lived objects and set off full
+    collections of the whole process (the warm p95 on long conversations); the pause
+    must never leave a host's collector switched the wrong way, error or not."""
+    import gc
+
+    mem, _ = bridge_memory(make_memory, gap_days=2)
+    seen: list[bool] = []
+    embed = mem.embedder.embed
+
+    def spy(texts):
+        seen.append(gc.isenabled())
+        return embed(texts)
+
+    monkeypatch.setattr(mem.embedder, "embed", spy)
+    assert gc.isenabled()
+    assert mem.retrieve("Where are the painting lessons?").facts
+    assert seen == [False] and gc.isenabled()
+
+    gc.disable()  # a host that runs with the collector off keeps it off
+    try:
+        mem.retrieve("Where are the painting lessons?")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def broken(texts):
+        raise RuntimeError("embedder down")
+
+    monkeypatch.setattr(mem.embedder, "embed", broken)
+    with pytest.raises(RuntimeError, match="embedder down"):
+        mem.retrieve("Where are the painting lessons?")
+    assert gc.isenabled()
