@@ -12,6 +12,7 @@ from ariadnemem_core.bench.beam import (
     BeamQuestion,
     fill_budget,
     load_beam,
+    one_user,
     paired_difference,
     recall_intervals,
     run_beam,
@@ -140,3 +141,31 @@ def test_update_links_count_only_the_named_change_old_to_new() -> None:
         "edges": 4, "on_named_updates": 1, "named_updates": 1, "named_updates_linked": 1}
     assert update_links([ku], edges[1:4], turns_of)["named_updates_linked"] == 0
     assert update_links([other], edges, turns_of)["named_updates"] == 0
+
+
+def test_one_user_asks_every_question_of_all_conversations(tmp_path: Path) -> None:
+    data = _write(tmp_path / "data")
+    second = data / "100K" / "2"
+    second.mkdir()
+    for name in ("chat.json", "probing_questions.json"):
+        (second / name).write_text((data / "100K" / "1" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    merged = one_user(load_beam(data))
+    assert merged.conv_id == "1+2" and merged.user_id == "beam-1+2"
+    # Same message ids in both conversations: prefixed, all kept, evidence following them.
+    ids = [t.turn_id for t in merged.turns]
+    assert len(ids) == len(set(ids)) == 12 and ids[0] == "1:0" and ids[6] == "2:0"
+    ku = [q for q in merged.questions if q.category == "knowledge_update"]
+    assert [q.evidence for q in ku] == [["1:0", "1:4"], ["2:0", "2:4"]]
+    assert [q.updated for q in ku] == [["1:4"], ["2:4"]]
+    assert merged.skipped_ids == 2  # id 99, once per conversation
+
+    out = tmp_path / "out"
+    res = run_beam(data, out_dir=out, embedder=HashEmbedder(), progress=False, as_one_user=True)
+    assert res["dataset"]["conversations"] == ["1+2"] and res["dataset"]["one_user"] is True
+    ours = res["systems"]["AriadneMem"]
+    assert ours["ingest"]["messages"] == 12 and ours["summary"]["overall"]["n"] == 4
+    assert ours["update_links"]["named_updates"] == 2
+    # Each question's recall is read on its own conversation's (prefixed) ids.
+    assert ours["summary"]["overall"]["recall"] > 0
+    assert (out / "results.md").read_text(encoding="utf-8").startswith(
+        "# BEAM evidence recall\n\nConversations 1, 2 as one user's log, 12 messages, 6 questions")

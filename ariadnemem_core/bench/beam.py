@@ -39,7 +39,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,33 @@ def load_beam(root: Path, conversations: Sequence[str] | None = None) -> list[Be
             raise ValueError(f"unknown conversations {sorted(unknown)}; have {[f.name for f in folders]}")
         folders = [f for f in folders if f.name in wanted]
     return [load_conversation(f) for f in folders]
+
+
+def one_user(convs: Sequence[BeamConversation]) -> BeamConversation:
+    """All conversations as one user's log, in folder order: the long horizon on any split.
+
+    Ten 100K conversations make one log of about 2,400 messages (~1M tokens), the length of
+    the longest held-out conversations, so how retrieval holds up as a log grows can be
+    measured, and tuned, on the tuning split itself. Every message and evidence id gets its
+    conversation's name as a prefix (``"3:52"``), and every question is asked of the
+    whole log: the other conversations are distractors a long life of one user would hold.
+    Each conversation keeps its own dates.
+
+    Args:
+        convs: the conversations, as :func:`load_beam` returns them.
+
+    Returns:
+        One conversation named ``"+".join(names)``.
+    """
+    def ids(conv: BeamConversation, items: Iterable[str]) -> list[str]:
+        return [f"{conv.conv_id}:{i}" for i in items]
+
+    turns = [replace(t, turn_id=f"{c.conv_id}:{t.turn_id}") for c in convs for t in c.turns]
+    questions = [replace(q, evidence=ids(c, q.evidence), updated=ids(c, q.updated))
+                 for c in convs for q in c.questions]
+    cut = [(f"{c.conv_id}:{i}", n) for c in convs for i, n in c.cut_messages]
+    return BeamConversation("+".join(c.conv_id for c in convs), turns, questions, cut,
+                            sum(c.skipped_ids for c in convs))
 
 
 # ---------------------------------------------------------------------- scoring
@@ -397,8 +424,12 @@ def _flat(convs: Sequence[BeamConversation], embedder: Any, prog: Any) -> dict[s
 
 def run_beam(root: Path, *, conversations: Sequence[str] | None = None, out_dir: Path = DEFAULT_OUT,
              config: Config | None = None, embedder: Any = None, store: Path | None = None,
-             progress: bool = True, log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run AriadneMem and the flat baselines on BEAM; write results.json/.md and a chart."""
+             progress: bool = True, log: Callable[[str], None] | None = None,
+             as_one_user: bool = False) -> dict[str, Any]:
+    """Run AriadneMem and the flat baselines on BEAM; write results.json/.md and a chart.
+
+    ``as_one_user`` asks every question of all the conversations as one user's log
+    (:func:`one_user`), for the flat baselines too."""
     import tempfile
 
     from ..embedding import MiniLMEmbedder
@@ -406,6 +437,8 @@ def run_beam(root: Path, *, conversations: Sequence[str] | None = None, out_dir:
 
     cfg = config or Config()
     convs = load_beam(root, conversations)
+    if as_one_user:
+        convs = [one_user(convs)]
     embedder = embedder or MiniLMEmbedder()
     load_s = warm_embedder(embedder)
     diagnostics: list[dict[str, Any]] = []
@@ -415,7 +448,7 @@ def run_beam(root: Path, *, conversations: Sequence[str] | None = None, out_dir:
     systems = {MAIN: ours, **flat}
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {
-        "dataset": {"path": str(root), "conversations": [c.conv_id for c in convs],
+        "dataset": {"path": str(root), "conversations": [c.conv_id for c in convs], "one_user": as_one_user,
                     "messages": sum(len(c.turns) for c in convs),
                     "questions": sum(len(c.questions) for c in convs),
                     "questions_with_evidence": sum(1 for c in convs for q in c.questions if q.evidence),
@@ -461,7 +494,9 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
     lines = [
         "# BEAM evidence recall",
         "",
-        f"{len(ds['conversations'])} conversations, {ds['messages']} messages, {ds['questions']} questions "
+        (f"Conversations {ds['conversations'][0].replace('+', ', ')} as one user's log"
+         if ds.get("one_user") else f"{len(ds['conversations'])} conversations")
+        + f", {ds['messages']} messages, {ds['questions']} questions "
         f"({ds['questions_with_evidence']} with evidence; recall and all-hit are means over those).",
         "",
         markdown_table(headers, rows),

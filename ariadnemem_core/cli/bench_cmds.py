@@ -152,6 +152,9 @@ def beam(
     out_dir: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("bench-results/beam"),
     store: Annotated[Path | None, typer.Option(
         "--store", help="Keep the memory under DIR (default: a temporary directory).")] = None,
+    as_one_user: Annotated[bool, typer.Option(
+        "--one-user", help="Ask every question of all the conversations as one user's log (the long "
+        "horizon: ten 100K conversations make ~2,400 messages).")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """BEAM evidence recall on user-assistant conversations vs flat baselines at equal token budgets."""
@@ -160,7 +163,7 @@ def beam(
 
     try:
         res = run_beam(path, conversations=_csv(conversations) or None, out_dir=out_dir, store=store,
-                       progress=not quiet)
+                       progress=not quiet, as_one_user=as_one_user)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--conversations") from None
     print(beam_markdown(res))
