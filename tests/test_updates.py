@@ -815,3 +815,21 @@ def test_a_name_given_as_an_example_is_no_value() -> None:
         name = "The Beatles" if "Beatles" in text else "Lighthouse"
         assert "name" not in _profile(_e("a", text, entities=(name,))).values, text
     assert _profile(_e("b", "Dana booked the Lighthouse.", entities=("Lighthouse",))).values["name"] == {"lighthouse"}
+
+
+def test_a_passage_is_never_an_update_and_is_never_profiled() -> None:
+    """An assistant's passage (markdown, code, longer than a fact) is judged before any
+    profile is built: profiling them was most of coarsening's time on agent conversations."""
+    from ariadnemem_core import coarsening
+
+    plain = _e("a", "The user's dentist appointment is at 2 pm on Friday.")
+    passage = _e("b", "## Updated plan\n\n- The dentist appointment is now at 3 pm.\n- Leave at 2:30 pm.",
+                 speaker="assistant")
+    later = _e("c", "The user moved the dentist appointment to 3 pm.")
+    cfg = Config()
+    coarsening._profile_of.cache_clear()
+    assert update_reason(plain, passage, 0.9, cfg) is None
+    assert update_reason(passage, later, 0.9, cfg) is None
+    assert coarsening._profile_of.cache_info().currsize == 0  # nothing was profiled
+    assert co_true(plain, passage) == "a document"
+    assert update_reason(plain, later, 0.9, cfg) is not None  # the plain statements still link
