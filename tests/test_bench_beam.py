@@ -141,6 +141,14 @@ def test_update_links_count_only_the_named_change_old_to_new() -> None:
         "edges": 4, "on_named_updates": 1, "named_updates": 1, "named_updates_linked": 1}
     assert update_links([ku], edges[1:4], turns_of)["named_updates_linked"] == 0
     assert update_links([other], edges, turns_of)["named_updates"] == 0
+    assert "across_conversations" not in update_links([ku], edges, turns_of)
+
+
+def test_a_link_between_two_conversations_of_one_log_is_counted_false() -> None:
+    turns_of = {"a": ["1:0"], "b": ["1:4"], "c": ["2:4"], "d": ["1:3", "2:5"]}
+    edges = [UpdateEdge("a", "b"), UpdateEdge("a", "c"), UpdateEdge("c", "a"), UpdateEdge("a", "d")]
+    links = update_links([], edges, turns_of, merged=True)
+    assert links["edges"] == 4 and links["across_conversations"] == 2  # a->c and c->a; d shares conversation 1
 
 
 def test_one_user_asks_every_question_of_all_conversations(tmp_path: Path) -> None:
@@ -165,6 +173,9 @@ def test_one_user_asks_every_question_of_all_conversations(tmp_path: Path) -> No
     ours = res["systems"]["AriadneMem"]
     assert ours["ingest"]["messages"] == 12 and ours["summary"]["overall"]["n"] == 4
     assert ours["update_links"]["named_updates"] == 2
+    across = ours["update_links"]["across_conversations"]
+    assert 0 <= across <= ours["update_links"]["edges"]
+    assert f"{across} join two of the conversations" in (out / "results.md").read_text(encoding="utf-8")
     # Each question's recall is read on its own conversation's (prefixed) ids.
     assert ours["summary"]["overall"]["recall"] > 0
     assert (out / "results.md").read_text(encoding="utf-8").startswith(

@@ -98,6 +98,8 @@ class BeamConversation:
     questions: list[BeamQuestion]
     cut_messages: list[tuple[str, int]] = field(default_factory=list)  # (id, original length)
     skipped_ids: int = 0  # evidence ids that are not a message of the conversation
+    #: Several conversations as one user's log (:func:`one_user`): ids are ``"conv:id"``.
+    merged: bool = False
 
     @property
     def user_id(self) -> str:
@@ -208,7 +210,7 @@ def one_user(convs: Sequence[BeamConversation]) -> BeamConversation:
                  for c in convs for q in c.questions]
     cut = [(f"{c.conv_id}:{i}", n) for c in convs for i, n in c.cut_messages]
     return BeamConversation("+".join(c.conv_id for c in convs), turns, questions, cut,
-                            sum(c.skipped_ids for c in convs))
+                            sum(c.skipped_ids for c in convs), merged=True)
 
 
 # ---------------------------------------------------------------------- scoring
@@ -279,7 +281,7 @@ def paired_difference(records: Sequence[QuestionRecord], reference: Sequence[Que
 
 
 def update_links(questions: Sequence[BeamQuestion], edges: Iterable[UpdateEdge],
-                 turns_of: Mapping[str, Iterable[str]]) -> dict[str, int]:
+                 turns_of: Mapping[str, Iterable[str]], *, merged: bool = False) -> dict[str, int]:
     """How a conversation's update links meet the knowledge updates its questions name.
 
     A knowledge_update question names its updated message(s) and, among its other evidence
@@ -292,16 +294,26 @@ def update_links(questions: Sequence[BeamQuestion], edges: Iterable[UpdateEdge],
         questions: the conversation's questions.
         edges: its stored update edges (old -> new).
         turns_of: each entry id's source message ids.
+        merged: the conversation is several as one user's log (:func:`one_user`). A link
+            between two of them joins two people's lives: false by construction, so
+            ``across_conversations`` is a floor on the false links, again without reading.
 
     Returns:
-        ``edges``, ``on_named_updates``, ``named_updates`` and ``named_updates_linked``.
+        ``edges``, ``on_named_updates``, ``named_updates`` and ``named_updates_linked``;
+        with ``merged``, ``across_conversations`` too.
     """
     named = [(set(q.evidence) - set(q.updated), set(q.updated)) for q in questions
              if q.updated and set(q.evidence) - set(q.updated)]
     links = [(set(turns_of.get(e.src, ())), set(turns_of.get(e.dst, ()))) for e in edges if e.kind == "update"]
     hits = [[bool(old & before and new & after and not old & new) for before, after in named] for old, new in links]
-    return {"edges": len(links), "on_named_updates": sum(any(row) for row in hits), "named_updates": len(named),
-            "named_updates_linked": sum(any(row[i] for row in hits) for i in range(len(named)))}
+    out = {"edges": len(links), "on_named_updates": sum(any(row) for row in hits), "named_updates": len(named),
+           "named_updates_linked": sum(any(row[i] for row in hits) for i in range(len(named)))}
+    if merged:
+        def convs(ids: set[str]) -> set[str]:
+            return {i.split(":", 1)[0] for i in ids}
+
+        out["across_conversations"] = sum(1 for old, new in links if not convs(old) & convs(new))
+    return out
 
 
 def _record(q: BeamQuestion, covered: Iterable[str], tokens: int, latency: float) -> QuestionRecord:
@@ -355,8 +367,9 @@ def _ariadnemem(convs: Sequence[BeamConversation], cfg: Config, embedder: Any, s
             entries = mem.entries(conv.user_id)
             stored_turns = {tid for e in entries for tid in e.source_turn_ids}
             turns_of = {e.id: set(e.source_turn_ids) for e in entries}
-            for key, n in update_links(conv.questions, mem.edges(conv.user_id), turns_of).items():
-                links[key] += n
+            for key, n in update_links(conv.questions, mem.edges(conv.user_id), turns_of,
+                                       merged=conv.merged).items():
+                links[key] = links.get(key, 0) + n
             for n, q in enumerate(conv.questions):
                 t0 = time.perf_counter()
                 graph = mem.retrieve(q.question, user_id=conv.user_id)
@@ -532,9 +545,12 @@ def beam_markdown(results: Mapping[str, Any]) -> str:
 def _link_lines(links: Mapping[str, int] | None) -> list[str]:
     if not links:
         return []
+    across = links.get("across_conversations")
     return [f"Update links: {links['edges']} edges; {links['on_named_updates']} join the earlier and the updated "
             f"message of a knowledge update the questions name (real by the dataset's account); "
-            f"{links['named_updates_linked']} of those {links['named_updates']} updates are linked.", ""]
+            f"{links['named_updates_linked']} of those {links['named_updates']} updates are linked."
+            + (f" {across} join two of the conversations (false by construction: two people's lives)."
+               if across is not None else ""), ""]
 
 
 def _interval_lines(results: Mapping[str, Any], cats: Sequence[str]) -> list[str]:
