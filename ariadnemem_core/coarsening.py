@@ -245,7 +245,8 @@ _OWNED = re.compile(r"(?:'s|\b(?:my|our|his|her|their|your))\s+([a-z]+)(?:\s+([a
 #: punctuation kept (emails, decimals, "Jean-Luc's") and the "|" left where a value was cut out.
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'@.+-]*|\|")
 _FIRST_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
-_SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
+#: A sentence's end; a title's period ("Ms. Okafor") ends none.
+_SENTENCE_END = re.compile(r"(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bdr)(?<!\bprof)[.!?]+(?:\s|$)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,9 +613,13 @@ _TARGET = re.compile(r"\b(?:goals?|target|aim|objective|quota|limit|budget)\b", 
 
 def _targets(entry: Entry) -> bool:
     """Whether a clause holding a quantity states it as a goal or limit."""
-    return any(_TARGET.search(c) for c in _CLAUSE.split(_statement(entry))
-               if set(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).values)
-               - {"name"})
+    return _targets_in(_statement(entry), tuple(entry.persons), tuple(entry.entities), entry.location)
+
+
+def _targets_in(text: str, persons: tuple[str, ...] = (), entities: tuple[str, ...] = (),
+                location: str | None = None) -> bool:
+    return any(_TARGET.search(c) for c in _CLAUSE.split(text)
+               if set(_profile_of(c, None, persons, entities, location).values) - {"name"})
 
 
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
@@ -649,7 +654,10 @@ def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
         return why
     if _targets(old) != _targets(new) and not changed:
         return "a target and a measurement"
-    if (pa.habit and pb.episode and not pb.habit) or (pb.habit and pa.episode and not pa.habit):
+    # A new statement that says what holds now dates a change, it is no one-off: "quit
+    # coffee a month ago and drink green tea in the mornings now".
+    if (pa.habit and pb.episode and not pb.habit and not (pb.weak or pb.current)) \
+            or (pb.habit and pa.episode and not pa.habit):
         return "habit and one-off"
     if pa.episode and pb.episode:
         return "two episodes"  # "went climbing yesterday" / "went climbing tonight": two events
@@ -776,6 +784,36 @@ class Surroundings:
         return tuple(c for e in self._lend_turn for c in _ended_clauses(_statement(e)))
 
 
+def may_replace(old: Entry, new: Entry) -> bool:
+    """Whether the later ``new`` can state a newer value of what ``old`` states at all: not
+    when :func:`co_true` finds them both true (another relative's boss, a savings account
+    beside a checking account, a measurement after a target, a one-off beside a habit), nor
+    when ``new`` adds one more of a kind ("just got another wedding invite"). A relative the
+    old statement names and the new one leaves out is still the same subject ("my sister
+    Jess lives in Denver" / "Jess took the job at OHSU, she's in Portland now"); one the
+    new statement brings in is not ("my wife's new boss is Karen")."""
+    pa, pb = _profile(old), _profile(new)
+    why = co_true(old, new)
+    if why == "different relatives" and pb.relations <= pa.kin:
+        why = None
+    return why is None and not pb.again
+
+
+def says_change(old: Entry, new: Entry) -> bool:
+    """Whether the later ``new`` says, in its own wording, that something changed or what
+    holds now, and :func:`may_replace` ``old``: a change word governing a value ("the
+    defense got pushed to June 28"), "now" / "these days" ("I'm on night shift now"), or
+    something ended ("moved the family off LastPass"). A one-off ("went to Crissy Field this
+    Saturday instead") says nothing of what holds now. The offline answer reads it: of two
+    statements answering "what is it now?", the later one that says so is the present
+    state, linked or not."""
+    p = _profile(new)
+    if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current)):
+        return False
+    text = _statement(new)
+    return p.strong or p.weak or p.current or bool(_ENDED.search(text)) or bool(_CHANGE_TO.search(text))
+
+
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
                     around: Surroundings | None = None, names: frozenset[str] = frozenset()) -> bool:
     """Whether ``new`` states a newer value of the slot ``old`` fills (see the module doc).
@@ -792,7 +830,7 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
                     r"moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|"
+                    r"shut down|ended|broke up|retired|no longer|scratch|"
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
                     r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b"
@@ -917,6 +955,49 @@ def _ended_clauses(text: str) -> tuple[str, ...]:
     return tuple(c for c in _CLAUSE.split(text) if _ENDED.search(c))
 
 
+def _both_true_or_ended(old: Entry, new: Entry, changed: bool) -> str | None:
+    """"" when both statements can be true (:func:`co_true`, or a change the new one names
+    of another value), "held value ended" when the new one ends what the old one holds
+    (:func:`_ended_held`), None when the rules must read on."""
+    ended = _ended_held(old, new)
+    if co_true(old, new, changed=changed or ended) or _replaced_elsewhere(old, new):
+        return ""
+    return "held value ended" if ended else None
+
+
+def _ended_held(old: Entry, new: Entry) -> bool:
+    """Whether the new statement's own sentence ends a value the old one says holds: "I
+    gave up on Todoist" after "I track my tasks in Todoist", "cancelled the YMCA
+    membership" after "I work out at the Riverside YMCA", "not the 10K anymore" after
+    "training for a 10K". Ending what was stated is the plainest way of replacing it,
+    whatever the new state is and however it is worded. A dated past event is not a state
+    that holds ("we went to Paris in May"), so it is never ended."""
+    pa = _profile(old)
+    if pa.episode:
+        return False
+    live = _live_slots(new)
+    for clause in _ended_clauses(_statement(new)):
+        given_up = [stem(m.group(1).lower()) for m in _GIVEN_UP.finditer(clause)]
+        if any(w in pa.slots and w not in live for w in given_up):
+            return True  # "scratch the lasagna" after "I signed up to bring lasagna"
+        if not given_up and not _NOT_VALUE.match(clause):
+            continue
+        named = _profile_of(clause, None, (), tuple(new.entities), None).values
+        for kind, values in named.items():
+            held = pa.values.get(kind, frozenset())
+            if kind == "name":
+                words = {w for v in held for w in v.split() if len(w) > 2}
+                if any(set(v.split()) <= words for v in values):
+                    return True
+            elif kind != "date" and values & held:
+                return True
+    return False
+
+
+#: A clause that names a value only to deny it: "not the 10K anymore", "not the 9th".
+_NOT_VALUE = re.compile(r"\s*not (?:the |a |an |on |at |in )?\S*\d")
+
+
 def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:
     """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
     so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):
@@ -955,8 +1036,8 @@ def update_reason(old: Entry, new: Entry, similarity: float, config: Config, aro
     own_strong = (pb.strong and ("*" in pb.governed or not changed or bool(pb.governed & set(changed)))) \
         or bool(pb.replaced & (pa.slots | {stem(w) for v in pa.values.get("name", ()) for w in v.split()}))
     retracted = _retracted(pa, around.ended + _ended_clauses(_statement(new)), changed)
-    if co_true(old, new, changed=own_strong or bool(retracted)) or _replaced_elsewhere(old, new):
-        return None
+    if (verdict := _both_true_or_ended(old, new, own_strong or bool(retracted))) is not None:
+        return verdict or None
     shared = (pa.slots & pb.slots) - {stem(n) for n in names}
     # Cues of the entry's own sentence; the rest of its turn lends only strong ones
     # ("Plot twist: ..."), since "now" or "update" somewhere in a long turn says little.
@@ -1185,7 +1266,7 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
 #: Giving something up, with what was given up as its object ("quit coffee", "gave up on
 #: Todoist", "stopped taking the bus"); never negated ("not gonna give up on my dreams").
 _GIVEN_UP = re.compile(r"(?<!not )(?<!n't )(?<!never )\b(?:quit|gave up|given up|giving up|stopped|dropped|ditched|"
-                       r"got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
+                       r"scratch|got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
                        r"drinking|eating|going to|playing|doing)\s+)*([a-z][\w-]*)", re.I)
 
 

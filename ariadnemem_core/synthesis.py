@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from .coarsening import may_replace, says_change
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, system_user
+from .models import Entry
 from .text import COURTESY_WORDS, keywords, stem
 
 
@@ -267,6 +269,12 @@ def _answering_weight(fact: Any) -> float:
 RECENT_SHARE = 0.7
 
 
+#: A question about the past ("what did the user first sign up to bring?"): not the present.
+_PAST_ASKED = re.compile(r"\b(?:did|was|were|had|first|before|earlier|used to|back then)\b", re.I)
+#: A question about the present state: "now", "currently", "these days", "anymore".
+_NOW_ASKED = re.compile(r"\b(?:now|currently|current|these days|nowadays|at the moment|any ?more|latest)\b", re.I)
+
+
 def _latest_close(question: str, pool: list[Any], facts: list[Any], when: datetime | None) -> Any:
     """The state that answers: the best-weighted fact's update chain (:func:`_state_at`)
     when the memory linked it, else the latest of the facts within :data:`RECENT_SHARE` of
@@ -285,10 +293,27 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}
     needed = {stem(w.lower()) for w in keywords(question)} & _stems(best) - speakers
     floor = RECENT_SHARE * weight[id(best)]
+    # A question about the present ("which city does Jess live in now?") asks for the latest
+    # state: a later statement naming one of the question's words the best fact says ("she's
+    # in Portland now") answers it, where another question needs half of them.
+    share = 1 if _NOW_ASKED.search(question) and needed else 2
     close = [f for f in pool if getattr(f, "timestamp", None) is not None and weight[id(f)] >= floor
-             and 2 * len(needed & _stems(f)) >= len(needed)]
+             and (share * len(needed & _stems(f)) >= len(needed) if share == 2 else needed & _stems(f))
+             and (f.timestamp <= stamp or may_replace(_entry(best), _entry(f)))]
+    if when is None and not _PAST_ASKED.search(question):
+        # The present asked: a later statement of the best fact's subject that says it changed
+        # or holds now answers, however it scored ("the team moved practices to the new
+        # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
+        close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
+                  and needed & _stems(f) and weight[id(f)] > 0 and says_change(_entry(best), _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
+
+
+def _entry(fact: Any) -> Entry:
+    """A fact as the entry the update rules read (text, speaker and time)."""
+    return Entry(id=str(getattr(fact, "id", "")), text=str(fact.text), speaker=getattr(fact, "speaker", None),
+                 timestamp=getattr(fact, "timestamp", None))
 
 
 def _stems(fact: Any) -> set[str]:

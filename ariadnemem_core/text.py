@@ -412,6 +412,10 @@ def _trim_common(words: list[str]) -> tuple[list[str], str]:
     return words, dropped
 
 
+#: A title right before a word: the word is a person's name.
+_TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof)\.? $")
+
+
 def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Match[str],
                  index: Mapping[str, str]) -> tuple[str, str]:
     """How :func:`scan_names` reads a capitalized word standing alone: ("named", person)
@@ -428,6 +432,8 @@ def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Mat
         return "family", word
     if word.isupper() or (word[:-1].isupper() and word[-1] == "s"):  # an acronym
         return ("", "") if len(word) > 6 else ("entity", word)  # > 6: shouted ("INTENSE")
+    if _TITLE_BEFORE.search(text, 0, m.start()):
+        return "named", word  # "Mr. Alvarez", "Dr Lee": a title's period ends no sentence
     if not dropped and _is_initial(text, m.start()):
         return "", ""
     if dropped in _GREETINGS or _person_position(text, m.start(), m.end(), possessive):

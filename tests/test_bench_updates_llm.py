@@ -159,7 +159,7 @@ def test_recorded_answers_are_scored_again_without_the_model(server: FakeOpenAIS
     again = rescore_llm_result(recorded, VALIDATION)
     v = again["variants"]["rules + LLM answers"]
     assert v["negatives_answered"] == 100.0 and v["latest_answered"] == 0.0
-    assert v["failures"]["v01-task-app"] == ["not linked", "answer: 'Todoist'"]
+    assert v["failures"]["v01-task-app"] == ["answer: 'Todoist'"]  # linked, answered with the old value
     assert v["linked"] == res["variants"]["rules + LLM answers"]["linked"]  # links kept as recorded
     assert again["variants"]["LLM extraction + LLM answers"] == res["variants"]["LLM extraction + LLM answers"]
     assert server.count == calls  # no model was asked
@@ -180,7 +180,7 @@ def test_the_offline_command_answers_each_suite_with_and_without_coarsening(tmp_
     kyoto = next(i for i, d in enumerate(VALIDATION) if d["id"] == "v11-kyoto-stay")
     updates.main(["--suites", "validation", "--every", str(kyoto), "--limit", "2", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "results.json").read_text())["validation"]
-    # The first dialogue (Todoist -> Things 3) is answered right by neither; the Kyoto stay only with coarsening.
-    assert data["latest_answered"] == 50.0 and data["coarsening_off"]["latest_answered"] == 0.0
+    # Both dialogues (Todoist -> Things 3, the Kyoto stay) are answered right only with coarsening.
+    assert data["latest_answered"] == 100.0 and data["coarsening_off"]["latest_answered"] == 0.0
     md = (tmp_path / "results.md").read_text()
-    assert "| validation | 50.0 / 0.0 |" in md and 'Config().ablate("coarsening")' in md
+    assert "| validation | 100.0 / 0.0 |" in md and 'Config().ablate("coarsening")' in md

@@ -151,3 +151,19 @@ def test_config_round_trip_keeps_assistant_speakers_a_tuple() -> None:
     cfg = Config.from_dict(Config(assistant_speakers=("jarvis",)).to_dict() | {"assistant_speakers": ["jarvis"]})
     assert cfg.assistant_speakers == ("jarvis",)
     assert hash(cfg)
+
+
+def test_sentences_end_before_lowercase_words_but_not_after_titles() -> None:
+    """Chat is often written in lowercase, and a title's period ends no sentence: split,
+    "the coach is Mr." lost the coach's name to the next entry."""
+    assert g.split_atomic("ok small update, I dropped the choir. the orchestra is my thing now. too much?") == [
+        "ok small update, I dropped the choir.", "the orchestra is my thing now.", "too much?"]
+    assert g.split_atomic("My son's coach is Mr. Alvarez, he's strict. Dr. Lee agrees.") == [
+        "My son's coach is Mr. Alvarez, he's strict.", "Dr. Lee agrees."]
+    one = "we meet at 9 a.m. tomorrow, e.g. in room 4."
+    assert g.split_atomic(one) == [one]
+
+
+def test_a_titled_name_is_a_person() -> None:
+    persons, _, _ = lex.scan_names("Mr. Alvarez retired, the new coach is Ms. Okafor.")
+    assert persons == ["Alvarez", "Okafor"]

@@ -10,7 +10,16 @@ import pytest
 
 from ariadnemem_core import Config
 from ariadnemem_core.bench.updates import load_suite, run_update_suite
-from ariadnemem_core.coarsening import Action, Surroundings, changed_types, co_true, decide, update_reason
+from ariadnemem_core.coarsening import (
+    Action,
+    Surroundings,
+    changed_types,
+    co_true,
+    decide,
+    may_replace,
+    says_change,
+    update_reason,
+)
 from ariadnemem_core.models import Entry
 from tests.conftest import BOTH_BACKENDS
 
@@ -408,11 +417,11 @@ def test_the_clause_holding_the_attribute_says_whether_the_old_value_is_gone() -
 VALIDATION = Path(__file__).parent / "data" / "update_dialogues_validation.json"
 
 
-#: The frozen validation suite (user-assistant phrasing; written and frozen before the
-#: attribute rules, never tuned on): the issue's targets are 80 linked / 100 clean / 85
+#: The first validation suite (user-assistant phrasing; frozen before the attribute rules,
+#: read when the ended-value rules were written): the targets are 80 linked / 100 clean / 85
 #: answered; these floors are what the rules reach (docs/concepts/coarsening.md), so a change
 #: that loses ground here is seen.
-MIN_VALIDATION_LINKED = 40.0
+MIN_VALIDATION_LINKED = 60.0
 MIN_VALIDATION_ORIGINAL = 90.0
 MIN_VALIDATION_LATEST = 85.0
 
@@ -507,10 +516,14 @@ def test_a_replacement_names_what_was_given_up() -> None:
     ("stopped", "gave up", "quit") and fills the same attribute with something else."""
     bus = _e("a", "user: I take the bus to work every day.", speaker="user", turn="t1")
     bike = _e("b", "user: I stopped taking the bus and ride my bike to work now.", speaker="user", turn="t2")
-    assert _reason(bus, bike, 0.6) == "state changed, given up"
+    assert _reason(bus, bike, 0.6) == "held value ended"  # the bus, which it held, is given up
+    coffee = _e("a2", "user: I drink two cups of coffee every morning.", speaker="user", turn="t1b")
+    tea = _e("b2", "user: I drink green tea in the mornings now.", speaker="user", turn="t2b")
+    # given up in another sentence of the same turn
+    assert _reason(coffee, tea, 0.6, "\nuser: I quit coffee.") == "state changed, given up"
     tennis = _e("c", "user: I play tennis on Saturdays.", speaker="user", turn="t3")
     padel = _e("d", "user: I gave up tennis, I play padel on Saturdays now.", speaker="user", turn="t4")
-    assert _reason(tennis, padel, 0.6) == "state changed, given up"
+    assert _reason(tennis, padel, 0.6) == "held value ended"  # tennis, a value it held, is given up
     # an ending word about something else is no replacement of the old statement
     work = _e("e", "user: I work at Acme as an analyst.", speaker="user", entities=("Acme",), turn="t5")
     early = _e("f", "user: I left work early today to see the doctor.", speaker="user", turn="t6")
@@ -833,3 +846,71 @@ def test_a_passage_is_never_an_update_and_is_never_profiled() -> None:
     assert coarsening._profile_of.cache_info().currsize == 0  # nothing was profiled
     assert co_true(plain, passage) == "a document"
     assert update_reason(plain, later, 0.9, cfg) is not None  # the plain statements still link
+
+
+def test_a_statement_that_ends_a_held_value_supersedes_it() -> None:
+    """Ending what the old statement says holds is the plainest replacement, however the new
+    state is worded (or left unsaid): a named tool given up, a value denied, a thing
+    scratched. A dated past event holds nothing, so nothing ends it."""
+    app = _e("a", "user: For work I track all my tasks in Todoist.", speaker="user", entities=("Todoist",))
+    gone = _e("b", "user: I gave up on Todoist last week.", speaker="user", entities=("Todoist",))
+    assert _reason(app, gone, 0.56) == "held value ended"
+    race = _e("c", "user: I'm training for a 10K race in May.", speaker="user")
+    half = _e("d", "user: I signed up for the half marathon in May, not the 10K anymore.", speaker="user")
+    assert _reason(race, half, 0.6) == "held value ended"
+    dish = _e("e", "user: I signed up to bring lasagna to the potluck.", speaker="user")
+    scratched = _e("f", "user: Scratch the lasagna, four people are bringing pasta.", speaker="user")
+    assert _reason(dish, scratched, 0.5) == "held value ended"
+    visit = _e("g", "user: We visited Lisbon yesterday.", speaker="user", entities=("Lisbon",))
+    dropped = _e("h", "user: We dropped Lisbon from the summer plan.", speaker="user", entities=("Lisbon",))
+    assert _reason(visit, dropped, 0.6) is None
+    kept = _e("i", "user: I quit the gym but I still track my tasks in Todoist.", speaker="user", entities=("Todoist",))
+    assert _reason(app, kept, 0.6) is None  # what is given up is something else
+
+
+def test_a_dated_change_of_a_habit_is_no_one_off() -> None:
+    coffee = _e("a", "user: I drink two cups of coffee every morning before work.", speaker="user")
+    tea = _e("b", "user: I quit coffee a month ago and drink green tea in the mornings now.", speaker="user")
+    assert _reason(coffee, tea, 0.6) is not None
+    once = _e("c", "user: I had green tea this morning.", speaker="user")
+    assert _reason(coffee, once, 0.6) is None  # a one-off beside a habit
+
+
+def test_what_can_replace_and_what_says_it_changed() -> None:
+    """The offline answer's reading of two unlinked statements (synthesis._latest_close)."""
+    boss = _e("a", "user: My boss is Dana, she runs the platform team.", speaker="user")
+    wife = _e("b", "user: my wife's new boss is Karen and she's strict.", speaker="user")
+    assert not may_replace(boss, wife)  # a relative the new statement brings in
+    sister = _e("c", "user: My sister Jess lives in Denver.", speaker="user", persons=("Jess",))
+    moved = _e("d", "user: Jess took the job at OHSU, so she's in Portland now!", speaker="user", persons=("Jess",))
+    assert may_replace(sister, moved) and says_change(sister, moved)  # the relative left out is still Jess
+    wedding = _e("e", "user: My cousin's wedding is on September 14.", speaker="user")
+    another = _e("f", "user: just got another wedding invite, September 28.", speaker="user")
+    assert not may_replace(wedding, another)  # one more of a kind
+    goal = _e("g", "user: My goal is to read 40 books this year.", speaker="user")
+    count = _e("h", "user: update: I'm at 22 books now!", speaker="user")
+    assert not says_change(goal, count)  # a measurement after a target
+    walks = _e("i", "user: On Saturdays I take the dog to Fort Funston.", speaker="user")
+    once = _e("j", "user: went to Crissy Field this Saturday (2024-10-05) instead.", speaker="user",
+              at=datetime(2024, 10, 7, tzinfo=UTC))
+    assert not says_change(walks, once)  # a one-off
+    practice = _e("k", "user: Nora's swim practice is at the downtown YMCA.", speaker="user")
+    lakeside = _e("l", "user: the team moved practices to the new Lakeside Aquatic Center.", speaker="user")
+    plain = _e("m", "user: Nora loves the Lakeside Aquatic Center.", speaker="user")
+    assert says_change(practice, lakeside) and not says_change(practice, plain)
+
+
+#: The never-read validation suite (written by someone who read neither the detector nor the
+#: other suites): what the offline memory reaches on it, measured, not targets. It shows how
+#: far rules written from other dialogues carry: little for links, more for answers.
+VALIDATION_3 = Path(__file__).parent / "data" / "update_dialogues_validation3.json"
+
+
+def test_the_unread_validation_suite_holds_its_figures(minilm) -> None:
+    suite = load_suite(VALIDATION_3)
+    assert len([d for d in suite if d["kind"] == "update"]) == 20 and len(suite) == 30
+    result = run_update_suite(suite, embedder=minilm)
+    summary = {k: result[k] for k in ("linked", "false_links", "latest_answered", "original_answered",
+                                      "negatives_answered")}
+    assert result["false_links"] <= 1 and result["negatives_answered"] >= 80.0, summary
+    assert result["latest_answered"] >= 40.0 and result["original_answered"] >= 85.0, summary

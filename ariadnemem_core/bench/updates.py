@@ -200,13 +200,22 @@ def _score_answers(d: dict[str, Any], ask: Callable[[str], str], n: Counter[str]
     return missed
 
 
-#: The suites shipped with the tests: the one the rules were written with, the held-out one
-#: (written before the rules were last tuned) and the frozen validation one (user-assistant
-#: phrasing, written and frozen before the detector's attribute rules; never tuned on).
+#: The suites shipped with the tests, in the order they were written. Each was first a
+#: judge and then, once its misses were read, tuning data; only the last is still a judge.
+#:
+#: * ``suite``: the one the rules were written with;
+#: * ``held-out``: written before the rules were last tuned;
+#: * ``validation``: user-assistant phrasing, frozen before the attribute rules; its misses
+#:   were read when the ended-value and habit rules were written, so it now tunes;
+#: * ``validation-2``: user-assistant chats written by someone who read neither the detector
+#:   nor the other suites; measured once as it came, then read and tuned on;
+#: * ``validation-3``: written the same way, frozen and never read: the validation figure.
 SUITES = {
     "suite": DEFAULT_SUITE,
     "held-out": DEFAULT_SUITE.with_name("update_dialogues_heldout.json"),
     "validation": DEFAULT_SUITE.with_name("update_dialogues_validation.json"),
+    "validation-2": DEFAULT_SUITE.with_name("update_dialogues_validation2.json"),
+    "validation-3": DEFAULT_SUITE.with_name("update_dialogues_validation3.json"),
 }
 _SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", "negatives_answered")
 _ANSWERED = _SHARES[2:]

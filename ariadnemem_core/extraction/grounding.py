@@ -458,7 +458,15 @@ def _attribute_value(words: list[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- sentences
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+#: A sentence ends at ".", "!" or "?" before the next word, capitalised or not (chat is
+#: often written in lowercase: "ok I dropped italian. it's japanese now. is that realistic?"),
+#: but not after a title or an abbreviation: "the coach is Mr. Alvarez" is one sentence
+#: (split, the entry read "the coach is Mr." and the name went to another entry), and so is
+#: "at 9 a.m. tomorrow".
+_SENT_SPLIT = re.compile(r"(?<=[.!?])(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bProf\.)"
+                         r"(?<!\bJr\.)(?<!\bSr\.)(?<!\bvs\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\ba\.m\.)(?<!\bp\.m\.)"
+                         r"(?<!\betc\.)(?<!\bapprox\.)(?<!\bno\.)(?<!\bmin\.)(?<!\.\.\.)"
+                         r"\s+(?=[\"'(\[]?[A-Z0-9]|[a-z](?![a-z]?\.))")
 _ANAPHOR = re.compile(r"^(?:it|that|this|they|them|those|these|he|she|there|which|so|and|but|also)\b", re.I)
 
 
