@@ -265,3 +265,26 @@ def test_a_replayed_answer_of_labels_only_is_spelled_out_too(tmp_path) -> None:
     out = answer_items([{"qid": "q", "question": "Which events did Jon go to?", "graph": graph}], None,
                        concurrency=1, cache=AnswerCache(tmp_path / "answers.jsonl", "reader"))
     assert out[0]["cached"] is True and out[0]["prediction"] == "Jon ran a booth at the fair."
+
+
+def test_a_present_question_is_answered_by_the_later_statement_that_says_it_changed() -> None:
+    """Unlinked, the new state can score far below the old statement (it is a clause of a
+    message about something else); saying it changed makes it the answer to "now", while a
+    look-alike of another relative, or a question about the past, keeps the old one."""
+    jan, mar = datetime(2024, 1, 9, tzinfo=UTC), datetime(2024, 3, 6, tzinfo=UTC)
+
+    @dataclass
+    class Said(FakeFact):
+        id: str = field(default_factory=lambda: f"e{next(ids)}")
+        speaker: str = "user"
+        superseded_by: str | None = None
+
+    ids = iter(range(100))
+    old = Said("user: Nora's swim practice is at the downtown YMCA, Mondays 5 to 6:30.", jan, 0.93)
+    new = Said("user: the team moved practices to the new Lakeside Aquatic Center, way further.", mar, 0.16)
+    graph = FakeGraph([old, new])
+    assert "Lakeside" in synthesize("Where does Nora have swim practice now?", graph, None).text
+    assert "YMCA" in synthesize("Where did Nora first have swim practice?", graph, None).text
+    boss = Said("user: My boss is Dana, she runs the platform team.", jan, 0.9)
+    wife = Said("user: my wife's new boss is Karen and she books 7am meetings.", mar, 0.5)
+    assert "Dana" in synthesize("Who is the user's boss now?", FakeGraph([boss, wife]), None).text
