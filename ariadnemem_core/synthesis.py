@@ -174,12 +174,15 @@ _ASKED_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(?:in|on|during|by|of|a
 #: A question about the state before a change: "what was the original budget?", "where did
 #: she live at first?", "what did I used to drink?". A passive "is used to" is not one ("what
 #: is used to sweeten it?"), nor "did they use to" (a purpose as often as a past habit), nor
-#: "first" or "earlier" alone ("when did they first meet?" asks for an event).
+#: "first" or "earlier" alone ("when did they first meet?" asks for an event). "Before" closing
+#: the question asks for the earlier state ("what car did they drive before?").
 _EARLIEST = re.compile(r"\b(?:original(?:ly)?|initial(?:ly)?|at first|at the (?:start|beginning)|in the beginning|"
                        r"previous(?:ly)?|formerly|former|(?<!is )(?<!are )(?<!was )(?<!were )(?<!be )"
                        r"(?<!being )used to|before (?:it|they|he|she|the \w+) (?:was |were )?(?:changed|moved|"
                        r"switched|updated|cut|raised)|before the (?:change|update|switch)|"
-                       r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+)\b", re.I)
+                       r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+)\b"
+                       # "which car did they have before?": "before" closing the question
+                       r"|\bbefore\s*\?*\s*$", re.I)
 
 
 def asked_time(question: str, facts: list[Any]) -> datetime | None:

@@ -288,3 +288,18 @@ def test_a_present_question_is_answered_by_the_later_statement_that_says_it_chan
     boss = Said("user: My boss is Dana, she runs the platform team.", jan, 0.9)
     wife = Said("user: my wife's new boss is Karen and she books 7am meetings.", mar, 0.5)
     assert "Dana" in synthesize("Who is the user's boss now?", FakeGraph([boss, wife]), None).text
+
+
+@pytest.mark.parametrize(("question", "earliest"), [
+    ("What was the original budget?", True),
+    ("Which password manager did the family use before?", True),
+    ("What did I used to drink?", True),
+    ("Who was the manager at the start of the project?", True),
+    ("What do they do before the meeting?", False),  # "before" of something else
+    ("When did they first meet?", False),  # an event, not an earlier state
+    ("Where does Nora swim now?", False),
+])
+def test_a_question_about_the_earlier_state_is_recognised(question: str, earliest: bool) -> None:
+    from ariadnemem_core.synthesis import asked_time
+
+    assert (asked_time(question, []) == datetime.min.replace(tzinfo=UTC)) is earliest
