@@ -792,21 +792,11 @@ def may_replace(old: Entry, new: Entry) -> bool:
     old statement names and the new one leaves out is still the same subject ("my sister
     Jess lives in Denver" / "Jess took the job at OHSU, she's in Portland now"); one the
     new statement brings in is not ("my wife's new boss is Karen")."""
-    old, new = _plain(old), _plain(new)
     pa, pb = _profile(old), _profile(new)
     why = co_true(old, new)
     if why == "different relatives" and pb.relations <= pa.kin:
         why = None
     return why is None and not pb.again
-
-
-def _plain(entry: Entry) -> Entry:
-    """The entry without bold markup: an assistant's short confirmation ("Your Spanish class
-    is now **Thursdays at 6:30**") states a fact; bold alone makes no document of it."""
-    if "**" not in entry.text:
-        return entry
-    return Entry(entry.id, entry.text.replace("**", ""), persons=entry.persons, entities=entry.entities,
-                 speaker=entry.speaker, timestamp=entry.timestamp, source_turn_ids=entry.source_turn_ids)
 
 
 def says_change(old: Entry, new: Entry) -> bool:
@@ -817,10 +807,10 @@ def says_change(old: Entry, new: Entry) -> bool:
     Saturday instead") says nothing of what holds now. The offline answer reads it: of two
     statements answering "what is it now?", the later one that says so is the present
     state, linked or not."""
-    p = _profile(_plain(new))
+    p = _profile(new)
     if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current)):
         return False
-    text = _statement(_plain(new))
+    text = _statement(new)
     return p.strong or p.weak or p.current or bool(_ENDED.search(text)) or bool(_CHANGE_TO.search(text))
 
 

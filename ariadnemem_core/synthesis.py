@@ -299,9 +299,9 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     # A question about the present ("which city does Jess live in now?") asks for the latest
     # state: a later statement naming one of the question's words the best fact says ("she's
     # in Portland now") answers it, where another question needs half of them.
-    share = 1 if _NOW_ASKED.search(question) and needed else 2
+    wanted = 1 if _NOW_ASKED.search(question) else (len(needed) + 1) // 2
     close = [f for f in pool if getattr(f, "timestamp", None) is not None and weight[id(f)] >= floor
-             and (share * len(needed & _stems(f)) >= len(needed) if share == 2 else needed & _stems(f))
+             and len(needed & _stems(f)) >= min(wanted, len(needed))
              and (f.timestamp <= stamp or may_replace(_entry(best), _entry(f)))]
     if when is None and not _PAST_ASKED.search(question):
         # The present asked: a later statement of the best fact's subject that says it changed

@@ -432,7 +432,7 @@ def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Mat
         return "family", word
     if word.isupper() or (word[:-1].isupper() and word[-1] == "s"):  # an acronym
         return ("", "") if len(word) > 6 else ("entity", word)  # > 6: shouted ("INTENSE")
-    if _TITLE_BEFORE.search(text, 0, m.start()):
+    if _TITLE_BEFORE.search(text, max(0, m.start() - 7), m.start()):
         return "named", word  # "Mr. Alvarez", "Dr Lee": a title's period ends no sentence
     if not dropped and _is_initial(text, m.start()):
         return "", ""

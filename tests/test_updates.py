@@ -898,10 +898,6 @@ def test_what_can_replace_and_what_says_it_changed() -> None:
     lakeside = _e("l", "user: the team moved practices to the new Lakeside Aquatic Center.", speaker="user")
     plain = _e("m", "user: Nora loves the Lakeside Aquatic Center.", speaker="user")
     assert says_change(practice, lakeside) and not says_change(practice, plain)
-    choir = _e("n", "user: My choir rehearses on Tuesdays at 6:30.", speaker="user")
-    confirmed = _e("o", "assistant: Your choir is now on **Thursdays at 6:30**, so I moved the reminder.",
-                   speaker="assistant")
-    assert says_change(choir, confirmed)  # bold alone makes no document of a confirmation
 
 
 #: The never-read validation suite (written by someone who read neither the detector nor the
