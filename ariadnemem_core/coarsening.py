@@ -35,7 +35,7 @@ from enum import StrEnum
 from .config import Config
 from .limits import bounded_list
 from .models import Entry
-from .text import MONTHS, STOPWORDS, WEEKDAY_ABBR, WEEKDAYS, letter_words, stem, value_tokens
+from .text import MONTHS, STOPWORDS, TITLES, WEEKDAY_ABBR, WEEKDAYS, letter_words, stem, value_tokens
 
 
 class Action(StrEnum):
@@ -246,7 +246,7 @@ _OWNED = re.compile(r"(?:'s|\b(?:my|our|his|her|their|your))\s+([a-z]+)(?:\s+([a
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'@.+-]*|\|")
 _FIRST_SENTENCE = re.compile(r"[^.!?]*[.!?]?")
 #: A sentence's end; a title's period ("Ms. Okafor") ends none.
-_SENTENCE_END = re.compile(r"(?<!\bmr)(?<!\bms)(?<!\bmrs)(?<!\bdr)(?<!\bprof)[.!?]+(?:\s|$)", re.I)
+_SENTENCE_END = re.compile("".join(rf"(?<!\b{t})" for t in TITLES) + r"[.!?]+(?:\s|$)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,13 +613,9 @@ _TARGET = re.compile(r"\b(?:goals?|target|aim|objective|quota|limit|budget)\b", 
 
 def _targets(entry: Entry) -> bool:
     """Whether a clause holding a quantity states it as a goal or limit."""
-    return _targets_in(_statement(entry), tuple(entry.persons), tuple(entry.entities), entry.location)
-
-
-def _targets_in(text: str, persons: tuple[str, ...] = (), entities: tuple[str, ...] = (),
-                location: str | None = None) -> bool:
-    return any(_TARGET.search(c) for c in _CLAUSE.split(text)
-               if set(_profile_of(c, None, persons, entities, location).values) - {"name"})
+    return any(_TARGET.search(c) for c in _CLAUSE.split(_statement(entry))
+               if set(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).values)
+               - {"name"})
 
 
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:
@@ -826,6 +822,10 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
     return update_reason(old, new, similarity, config, around, names) is not None
 
 
+#: A clause that names a value only to deny it: "the surgery is on the 11th, not the 9th",
+#: "not the 10K anymore".
+_DENIAL = r"\s*not (?:the |a |an |on |at |in )?(?=\S*\d)"
+_NOT_VALUE = re.compile(_DENIAL, re.I)
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
@@ -834,8 +834,8 @@ _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
                     r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b"
-                    # a correction naming the old value: "the surgery is on the 11th, not the 9th"
-                    r"|^\s*not (?:the |a |an |on |at |in )?(?=\S*\d)", re.I)
+                    # a correction naming the old value (:data:`_DENIAL`)
+                    r"|^" + _DENIAL, re.I)
 #: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
 _CLAUSE = re.compile(r"(?:,(?!\d)(?!\s\d{4}\b)|[;!?\n]|[.:](?=\s|$))+|\s+(?:so|but|and|because)\s+")
 
@@ -972,11 +972,12 @@ def _ended_held(old: Entry, new: Entry) -> bool:
     "training for a 10K". Ending what was stated is the plainest way of replacing it,
     whatever the new state is and however it is worded. A dated past event is not a state
     that holds ("we went to Paris in May"), so it is never ended."""
+    ended = _ended_clauses(_statement(new))
     pa = _profile(old)
-    if pa.episode:
+    if not ended or pa.episode:
         return False
     live = _live_slots(new)
-    for clause in _ended_clauses(_statement(new)):
+    for clause in ended:
         given_up = [stem(m.group(1).lower()) for m in _GIVEN_UP.finditer(clause)]
         if any(w in pa.slots and w not in live for w in given_up):
             return True  # "scratch the lasagna" after "I signed up to bring lasagna"
@@ -993,9 +994,6 @@ def _ended_held(old: Entry, new: Entry) -> bool:
                 return True
     return False
 
-
-#: A clause that names a value only to deny it: "not the 10K anymore", "not the 9th".
-_NOT_VALUE = re.compile(r"\s*not (?:the |a |an |on |at |in )?\S*\d")
 
 
 def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:

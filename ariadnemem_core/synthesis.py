@@ -300,15 +300,16 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     # state: a later statement naming one of the question's words the best fact says ("she's
     # in Portland now") answers it, where another question needs half of them.
     wanted = 1 if _NOW_ASKED.search(question) else (len(needed) + 1) // 2
+    old = _entry(best)
     close = [f for f in pool if getattr(f, "timestamp", None) is not None and weight[id(f)] >= floor
              and len(needed & _stems(f)) >= min(wanted, len(needed))
-             and (f.timestamp <= stamp or may_replace(_entry(best), _entry(f)))]
+             and (f.timestamp <= stamp or may_replace(old, _entry(f)))]
     if when is None and not _PAST_ASKED.search(question):
         # The present asked: a later statement of the best fact's subject that says it changed
         # or holds now answers, however it scored ("the team moved practices to the new
         # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
-                  and needed & _stems(f) and weight[id(f)] > 0 and says_change(_entry(best), _entry(f))]
+                  and needed & _stems(f) and weight[id(f)] > 0 and says_change(old, _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 

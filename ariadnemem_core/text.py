@@ -412,8 +412,10 @@ def _trim_common(words: list[str]) -> tuple[list[str], str]:
     return words, dropped
 
 
+#: Titles before a person's name: their period ends no sentence ("the coach is Mr. Alvarez").
+TITLES = ("Mr", "Ms", "Mrs", "Dr", "Prof")
 #: A title right before a word: the word is a person's name.
-_TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof)\.? $")
+_TITLE_BEFORE = re.compile(r"\b(?:" + "|".join(TITLES) + r")\.? $")
 
 
 def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Match[str],
