@@ -439,6 +439,23 @@ def _slot_walk(tokens: list[str], persons: set[str], value_words: set[str]
 _EXAMPLE = re.compile(r"\b(?:like|such as|including|e\.g\.,?) ")
 
 
+def _states_beside(text: str, named: set[str]) -> bool:
+    """Whether a sentence of ``text`` that does not ask states a value: "How much should a
+    beagle eat? She's on Purina Pro Plan." states what she eats, and "Tomás is captain now.
+    Can you make the schedule look nice?" who the captain is, however the entry ends. "Has
+    Audrey ever volunteered? It can be so rewarding." states no value: it asks."""
+    start = 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = m.end() if m else len(text)
+        sentence = text[start:end]
+        start = end
+        if "?" in sentence or not sentence.strip():
+            continue
+        if any(pattern.search(sentence) for _, pattern in _TYPED_VALUES) or any(n in sentence for n in named):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=8192)
 def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entities: tuple[str, ...],
                 location: str | None, day: date | None = None) -> _Profile:
@@ -490,12 +507,13 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         # lands at 4:40, can you pick me up?"); a name alone is what it asks about. A
         # question opening the entry asks too ("Has Audrey ever volunteered? It can be so
         # rewarding.").
-        question=(text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text))
-                                                                or not set(values) - {"name"}
-                                                                or (bool(_REQUEST.match(text))
-                                                                    and not governed - {"*"})))
-        or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
-            and m.group().endswith("?")),
+        question=((text.rstrip().rstrip('"').endswith("?") and (bool(_QUESTION.match(text))
+                                                                 or not set(values) - {"name"}
+                                                                 or (bool(_REQUEST.match(text))
+                                                                     and not governed - {"*"})))
+                  or (bool(_QUESTION.match(text)) and (m := _FIRST_SENTENCE.match(text)) is not None
+                      and m.group().endswith("?")))
+        and not _states_beside(text, named),
         strong=strong,
         governed=governed,
         weak=bool(_WEAK_CUE.search(text)),
@@ -804,10 +822,34 @@ def says_change(old: Entry, new: Entry) -> bool:
     statements answering "what is it now?", the later one that says so is the present
     state, linked or not."""
     p = _profile(new)
-    if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current)):
-        return False
     text = _statement(new)
-    return p.strong or p.weak or p.current or bool(_ENDED.search(text)) or bool(_CHANGE_TO.search(text))
+    # A correction says what holds even when it dates the old value ("the $142 was last
+    # year's rate").
+    corrected = bool(_CORRECTED.search(text)) or (bool(_ACTUALLY.search(text)) and bool(changed_types(old, new)))
+    if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current or corrected)):
+        return False
+    return p.strong or p.weak or p.current or corrected or bool(_ENDED.search(text)) or _changed_to_thing(text)
+
+
+#: A correction of what was said: "I misread the renewal, it's $156 a month", "she had the
+#: time wrong".
+_CORRECTED = re.compile(r"\b(?:misread|misspoke|mistyped|typo|mixed up|my (?:bad|mistake)|i was wrong|"
+                        r"(?:had|got) (?:it|that|this|the \w+) wrong)\b", re.I)
+#: "Actually" beside a changed value corrects it ("HelloFresh is actually charging us
+#: $71.92 a week"); alone it is mostly emphasis ("Nate actually won the tournament").
+_ACTUALLY = re.compile(r"\bactually\b", re.I)
+
+
+def _changed_to_thing(text: str) -> bool:
+    """Whether a change verb's "to" introduces a thing ("moved practices to the new Lakeside
+    pool", "pushed to June 28"), not an infinitive ("keep an eye on it after the switch to
+    make sure it lands")."""
+    for m in _CHANGE_TO.finditer(text):
+        rest = text[m.end():]
+        if m.group().lower().endswith(("the ", "a ", "an ")) or rest[:1].isupper() or rest[:1].isdigit() \
+                or rest.startswith("$"):
+            return True
+    return False
 
 
 def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,

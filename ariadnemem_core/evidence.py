@@ -33,6 +33,9 @@ class Fact:
         label: F1, F2, ... in time order.
         superseded_by: the id of its newer state in the graph, if any.
         speaker: who stated it.
+        persons: the persons the entry names.
+        entities: the other names it holds (places, products, organisations): the offline
+            answer reads them to tell a value from the words around it.
     """
 
     id: str
@@ -47,6 +50,8 @@ class Fact:
     #: True when ``text`` is a query-focused excerpt of a longer entry (``AriadneMemory.get``
     #: returns the whole entry by ``id``).
     excerpt: bool = False
+    persons: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The fact as JSON-able fields.

@@ -180,7 +180,9 @@ _EARLIEST = re.compile(r"\b(?:original(?:ly)?|initial(?:ly)?|at first|at the (?:
                        r"previous(?:ly)?|formerly|former|(?<!is )(?<!are )(?<!was )(?<!were )(?<!be )"
                        r"(?<!being )used to|before (?:it|they|he|she|the \w+) (?:was |were )?(?:changed|moved|"
                        r"switched|updated|cut|raised)|before the (?:change|update|switch)|"
-                       r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+)\b"
+                       r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+|"
+                       # "what time did the user first give?": the first statement, not an event
+                       r"first (?:mention(?:ed)?|g[ai]ve|sa(?:y|id)|stated?|t(?:ell|old)|quoted?))\b"
                        # "which car did they have before?": "before" closing the question
                        r"|\bbefore\s*\?*\s*$", re.I)
 
@@ -256,13 +258,20 @@ _ASKING_WEIGHT = 0.5
 _WISH_WEIGHT = 0.6
 
 
-def _answering_weight(fact: Any) -> float:
+def _answering_weight(fact: Any, wish_asked: bool = False) -> float:
     """A fact's retrieval score, lowered for a question and for a wish: the fact that answers
     "where is Priya staying?" is the booking, not "Priya would love to stay near Gion" nor
-    "is the hotel near Gion?"."""
+    "is the hotel near Gion?". A question about an aim (``wish_asked``: "how many hours is
+    the user aiming for?") is answered by the wish ("I want to sleep 8 hours a night")."""
     text = str(fact.text)
-    weight = _ASKING_WEIGHT if _ASKS.search(text) else _WISH_WEIGHT if _WISH.search(text) else 1.0
+    wish = _WISH_WEIGHT if _WISH.search(text) and not wish_asked else 1.0
+    weight = _ASKING_WEIGHT if _ASKS.search(text) else wish
     return weight * float(getattr(fact, "score", 0.0) or 0.0)
+
+
+#: A question about what someone wants or aims at rather than what is the case.
+_WISH_ASKED = re.compile(r"\b(?:aim(?:s|ing)?|goals?|targets?|want(?:s|ed)?|hop(?:e|es|ing)|plan(?:s|ning)?|"
+                         r"wish(?:es)?|would (?:like|love|prefer))\b", re.I)
 
 
 #: How close (a share of the best answering weight) a statement must come to answer in its
@@ -286,7 +295,8 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     far does the user run?" after "I run about 10 km a week" scored a little higher,
     whether or not the update detector linked them, and "Professor Nadia!" does not answer
     "where does Nadia teach?". A question about a named time is left to the chain."""
-    weight = {id(f): _answering_weight(f) for f in pool}
+    wish_asked = bool(_WISH_ASKED.search(question))
+    weight = {id(f): _answering_weight(f, wish_asked) for f in pool}
     best = max(pool, key=lambda f: weight[id(f)])
     chained = _state_at(best, facts, when)
     stamp = getattr(best, "timestamp", None)
@@ -308,16 +318,31 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         # The present asked: a later statement of the best fact's subject that says it changed
         # or holds now answers, however it scored ("the team moved practices to the new
         # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
+        asked = {stem(w.lower()) for w in keywords(question)} - speakers
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
-                  and needed & _stems(f) and weight[id(f)] > 0 and says_change(old, _entry(f))]
+                  and weight[id(f)] > 0 and _about(best, f, needed, asked - speakers)
+                  and says_change(old, _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
+
+
+def _about(best: Any, fact: Any, needed: set[str], asked: set[str]) -> bool:
+    """Whether ``fact`` speaks of what ``best`` answers: it says a question word ``best``
+    says, or a question word and a word of ``best`` ("flying into LaGuardia now" after
+    "landing at Newark" for "which airport is the user flying into?"), or a name ``best``
+    holds ("I closed my Chase account" after "my paycheck goes into my Chase account")."""
+    stems = _stems(fact)
+    if needed & stems or (asked & stems and (_stems(best) - asked) & stems):
+        return True
+    names = {n.lower() for n in getattr(best, "entities", ())}
+    return bool(names & {n.lower() for n in getattr(fact, "entities", ())})
 
 
 def _entry(fact: Any) -> Entry:
     """A fact as the entry the update rules read (text, speaker and time)."""
     return Entry(id=str(getattr(fact, "id", "")), text=str(fact.text), speaker=getattr(fact, "speaker", None),
-                 timestamp=getattr(fact, "timestamp", None))
+                 timestamp=getattr(fact, "timestamp", None), persons=list(getattr(fact, "persons", ())),
+                 entities=list(getattr(fact, "entities", ())))
 
 
 def _stems(fact: Any) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fake_openai_server import FakeOpenAIServer, fake_client
@@ -288,6 +288,37 @@ def test_a_present_question_is_answered_by_the_later_statement_that_says_it_chan
     boss = Said("user: My boss is Dana, she runs the platform team.", jan, 0.9)
     wife = Said("user: my wife's new boss is Karen and she books 7am meetings.", mar, 0.5)
     assert "Dana" in synthesize("Who is the user's boss now?", FakeGraph([boss, wife]), None).text
+
+
+def test_a_present_question_reads_the_new_state_by_the_old_value_it_ends() -> None:
+    """"I closed my Chase account. Moved everything over to Alliant Credit Union." shares no
+    word with "which bank does the paycheck go into now?"; ending the value the old statement
+    names ties it to that statement, and the turn it was said in is quoted with it. An
+    assistant's later "after the switch to make sure" names no new value and answers nothing."""
+    jan, feb = datetime(2024, 1, 8, tzinfo=UTC), datetime(2024, 2, 20, tzinfo=UTC)
+
+    @dataclass
+    class Said(FakeFact):
+        id: str = ""
+        speaker: str = "user"
+        superseded_by: str | None = None
+        source_turn_ids: list[str] = field(default_factory=list)
+        entities: tuple[str, ...] = ()
+
+    facts = [
+        Said("user: My paycheck goes into my Chase account and I pay everything out of there.", jan, 0.77,
+             "a", source_turn_ids=["t0"], entities=("Chase",)),
+        Said("user: I closed my Chase account, the monthly fees were ridiculous.", feb, 0.32, "b",
+             source_turn_ids=["t4"], entities=("Chase",)),
+        Said("user: Moved everything over to Alliant Credit Union.", feb, 0.39, "c", source_turn_ids=["t4"],
+             entities=("Alliant Credit Union",)),
+        Said("assistant: Keep an eye on your first paycheck after the switch to make sure it lands.",
+             feb + timedelta(minutes=1), 0.22, "d", speaker="assistant", source_turn_ids=["t5"]),
+    ]
+    answer = synthesize("Which bank does the user's paycheck go into now?", FakeGraph(facts), None).text
+    assert "Alliant Credit Union" in answer and "Keep an eye" not in answer
+    assert "Chase account and I pay" in synthesize("Which bank did the paycheck go into before?",
+                                                   FakeGraph(facts), None).text
 
 
 @pytest.mark.parametrize(("question", "earliest"), [

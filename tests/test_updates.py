@@ -900,17 +900,53 @@ def test_what_can_replace_and_what_says_it_changed() -> None:
     assert says_change(practice, lakeside) and not says_change(practice, plain)
 
 
-#: The never-read validation suite (written by someone who read neither the detector nor the
-#: other suites): what the offline memory reaches on it, measured, not targets. It shows how
-#: far rules written from other dialogues carry: little for links, more for answers.
+def test_a_statement_beside_a_question_is_no_question_and_says_what_changed() -> None:
+    """An entry that asks and also states a value states it ("How much should she eat? She's
+    on Purina Pro Plan."), wherever the question sits; corrections and a changed value's
+    "actually" say what holds now; a change verb before an infinitive names no new value."""
+    beagle = _e("a", "user: How much should a 30 lb beagle eat per day? She's on Purina Pro Plan Sport.",
+                speaker="user", entities=("Purina Pro Plan Sport",))
+    hills = _e("b", "user: Daisy's been eating Hill's Science Diet for about a week (vet's idea).",
+               speaker="user", entities=("Hill's Science Diet",))
+    assert may_replace(beagle, hills)
+    asks = _e("c", "user: Has Audrey ever volunteered? It can be so rewarding.", speaker="user")
+    assert not may_replace(asks, hills)  # it only asks
+    captain = _e("d", "user: Jenna is captain of our rec volleyball team.", speaker="user")
+    tomas = _e("e", "user: jenna moved to denver so Tomás is captain now. can you make the schedule look nice?",
+               speaker="user", entities=("Tomás",))
+    assert says_change(captain, tomas)
+    premium = _e("f", "user: Just renewed my car insurance, $142 a month.", speaker="user")
+    misread = _e("g", "user: ugh I misread the renewal. it's $156 a month, the $142 was last year's (2023) rate.",
+                 speaker="user")
+    assert says_change(premium, misread)
+    kit = _e("h", "user: We get HelloFresh, it's $59.94 a week.", speaker="user", entities=("HelloFresh",))
+    actually = _e("i", "user: HelloFresh is actually charging us $71.92 a week.", speaker="user",
+                  entities=("HelloFresh",))
+    emphasis = _e("j", "user: HelloFresh is actually pretty good.", speaker="user", entities=("HelloFresh",))
+    assert says_change(kit, actually) and not says_change(kit, emphasis)
+    paycheck = _e("k", "user: My paycheck goes into my Chase account.", speaker="user", entities=("Chase",))
+    switch = _e("l", "assistant: Keep an eye on your first paycheck after the switch to make sure it lands.",
+                speaker="assistant")
+    assert not says_change(paycheck, switch)
+
+
+#: The third validation suite, written by someone who read neither the detector nor the
+#: other suites; its misses were read when the offline answer learnt corrections, ended names
+#: and statements beside questions, so it tunes now.
 VALIDATION_3 = Path(__file__).parent / "data" / "update_dialogues_validation3.json"
+#: The fourth, written the same way and never read: the validation figure. What the offline
+#: memory reaches on it, measured, not targets: rules written from other dialogues carry little.
+VALIDATION_4 = Path(__file__).parent / "data" / "update_dialogues_validation4.json"
 
 
-def test_the_unread_validation_suite_holds_its_figures(minilm) -> None:
-    suite = load_suite(VALIDATION_3)
+@pytest.mark.parametrize(("path", "floors"), [
+    (VALIDATION_3, {"latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
+    (VALIDATION_4, {"latest_answered": 60.0, "original_answered": 80.0, "negatives_answered": 70.0}),
+], ids=["validation-3", "validation-4"])
+def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: dict[str, float]) -> None:
+    suite = load_suite(path)
     assert len([d for d in suite if d["kind"] == "update"]) == 20 and len(suite) == 30
     result = run_update_suite(suite, embedder=minilm)
-    summary = {k: result[k] for k in ("linked", "false_links", "latest_answered", "original_answered",
-                                      "negatives_answered")}
-    assert result["false_links"] <= 1 and result["negatives_answered"] >= 80.0, summary
-    assert result["latest_answered"] >= 40.0 and result["original_answered"] >= 85.0, summary
+    summary = {k: result[k] for k in ("linked", "false_links", *floors)}
+    assert result["false_links"] <= 1, summary
+    assert all(result[k] >= v for k, v in floors.items()), summary

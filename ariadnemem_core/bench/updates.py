@@ -209,13 +209,16 @@ def _score_answers(d: dict[str, Any], ask: Callable[[str], str], n: Counter[str]
 #:   were read when the ended-value and habit rules were written, so it now tunes;
 #: * ``validation-2``: user-assistant chats written by someone who read neither the detector
 #:   nor the other suites; measured once as it came, then read and tuned on;
-#: * ``validation-3``: written the same way, frozen and never read: the validation figure.
+#: * ``validation-3``: written the same way; its figures judged the rules until its misses
+#:   were read for the offline answer, so it tunes now;
+#: * ``validation-4``: written the same way, frozen and never read: the validation figure.
 SUITES = {
     "suite": DEFAULT_SUITE,
     "held-out": DEFAULT_SUITE.with_name("update_dialogues_heldout.json"),
     "validation": DEFAULT_SUITE.with_name("update_dialogues_validation.json"),
     "validation-2": DEFAULT_SUITE.with_name("update_dialogues_validation2.json"),
     "validation-3": DEFAULT_SUITE.with_name("update_dialogues_validation3.json"),
+    "validation-4": DEFAULT_SUITE.with_name("update_dialogues_validation4.json"),
 }
 _SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", "negatives_answered")
 _ANSWERED = _SHARES[2:]

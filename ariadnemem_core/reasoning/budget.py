@@ -213,4 +213,5 @@ def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None
     r: Role = role if role in ("terminal", "bridge", "update") else "terminal"  # type: ignore[assignment]
     return Fact(id=e.id, text=e.text if text is None else text, timestamp=e.timestamp,
                 source_turn_ids=list(e.source_turn_ids), score=score,
-                role=r, label=label, speaker=e.speaker, excerpt=cut)
+                role=r, label=label, speaker=e.speaker, excerpt=cut,
+                persons=tuple(e.persons), entities=tuple(e.entities))
