@@ -626,14 +626,17 @@ def _sized(text: str) -> dict[str, str]:
 #: A value stated as a goal ("the goal is 100% coverage", "my weekly target is 1,200 words")
 #: and one stated as reached ("achieved 85% coverage", "wrote 1,500 words") are two
 #: attributes of one thing: a target and a measurement.
-_TARGET = re.compile(r"\b(?:goals?|target|aim|objective|quota|limit|budget)\b", re.I)
+_TARGET = re.compile(r"\b(?:goals?|target(?:s|ed|ing)?|aim(?:s|ed|ing)?|objectives?|quotas?|limits?|budget(?:s|ed)?)\b",
+                     re.I)
 
 
 def _targets(entry: Entry) -> bool:
-    """Whether a clause holding a quantity states it as a goal or limit."""
+    """Whether a clause holding a quantity states it as a goal or limit. A date or a time
+    is a schedule, not a quantity to reach: "the first sprint now targets completion by
+    March 31" moves the sprint's end."""
     return any(_TARGET.search(c) for c in _CLAUSE.split(_statement(entry))
                if set(_profile_of(c, None, tuple(entry.persons), tuple(entry.entities), entry.location).values)
-               - {"name"})
+               - {"name", "date", "time"})
 
 
 def co_true(old: Entry, new: Entry, *, changed: bool = False) -> str | None:

@@ -574,6 +574,13 @@ def test_a_target_and_a_measurement_are_two_attributes() -> None:
     target = _e("c", "user: My weekly writing target is 1,200 words.", speaker="user", turn="t3")
     adjusted = _e("d", "user: The weekly writing target was adjusted to 1,350 words.", speaker="user", turn="t4")
     assert co_true(target, adjusted) is None and _reason(target, adjusted, 0.7) is not None
+    # however the aim is worded; a date "targeted" is a schedule, and schedules move
+    aiming = _e("e", "user: I'm aiming at 90% test coverage on the API module.", speaker="user", turn="t5")
+    measured = _e("f", "user: test coverage on the API module is currently at 88%.", speaker="user", turn="t6")
+    assert co_true(aiming, measured) == "a target and a measurement"
+    ends = _e("g", "user: The first sprint ends on March 29.", speaker="user", turn="t7")
+    moved = _e("h", "user: The first sprint now targets completion by March 31.", speaker="user", turn="t8")
+    assert co_true(ends, moved) is None
 
 
 def test_one_successor_per_fact() -> None:
