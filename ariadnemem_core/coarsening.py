@@ -185,7 +185,9 @@ _CURRENT = re.compile(r"\b(?:these days|nowadays|lately|any ?more(?=\s*(?:[.,;:!
 #: An ongoing state expected to end ("my mom is still in the hospital", "still open").
 _STILL = re.compile(r"\bstill\b", re.I)
 #: Habitual vs one-off wording: "I usually run 5 km" and "today I ran 12 km" are both true.
-_HABIT = re.compile(r"\b(?:usually|always|normally|typically|often|every|each|most days|weekly|daily)\b", re.I)
+_HABIT = re.compile(r"\b(?:usually|always|normally|typically|often|every|each|most days|weekly|daily|"
+                    # "on Sundays", "Sunday mornings": a weekday in the plural is a habit
+                    r"(?:" + "|".join(WEEKDAYS) + r")(?:s| (?:mornings|afternoons|evenings|nights)))\b", re.I)
 _EPISODE = re.compile(r"\b(?:today|yesterday|tonight|this (?:morning|afternoon|evening|week|weekend)|last (?:night|"
                       r"week|weekend|month|year|summer|spring|fall|autumn|winter|"
                       + "|".join([*WEEKDAYS, *WEEKDAY_ABBR])

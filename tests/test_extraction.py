@@ -190,8 +190,12 @@ def test_time_edges_month_end_year_start_and_same_weekday() -> None:
 def test_no_grounding_without_timestamp_or_inside_words() -> None:
     assert grounded("I saw it yesterday and last week.", None) == "I saw it yesterday and last week."
     for text in ("Yesterdays are gone.", "Happy birthday!", "I swim on Mondays.", "Weekdays are busy.",
-                 "A lot happened in the last month.", "Last time we talked, it rained."):
+                 "A lot happened in the last month.", "Last time we talked, it rained.",
+                 # a habit names no one day
+                 "I do my big grocery run Sunday mornings.", "We call grandma every Sunday.",
+                 "Friday nights are pizza nights."):
         assert grounded(text) == text
+    assert grounded("See you Friday night.") != "See you Friday night."  # one evening, grounded
 
 
 def test_possessive_time_expression_keeps_its_apostrophe() -> None:

@@ -566,6 +566,16 @@ def test_a_change_word_counts_for_the_value_it_governs() -> None:
     assert update_reason(rent, now, 0.6, Config(), Surroundings([cue, *filler, now])) is None
 
 
+def test_a_weekday_in_the_plural_is_a_habit_and_a_week_off_is_a_one_off() -> None:
+    """"Sunday mornings" is when the groceries are done as a rule; "this week I'm doing them
+    Thursday night instead" is one week's exception, and both stay true."""
+    habit = _e("a", "user: I do my big grocery run Sunday mornings at Trader Joe's.", speaker="user", turn="t1")
+    once = _e("b", "user: we're away this weekend (weekend of 2024-06-15) so I'm doing groceries Thursday "
+                   "night this week instead.", speaker="user", turn="t2")
+    assert co_true(habit, once) == "habit and one-off"
+    assert _reason(habit, once, 0.7) is None
+
+
 def test_a_target_and_a_measurement_are_two_attributes() -> None:
     """A value stated as a goal or limit and one stated as reached are both true."""
     goal = _e("a", "user: My goal is to reach 100% test coverage.", speaker="user", turn="t1")

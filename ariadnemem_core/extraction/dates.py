@@ -43,7 +43,9 @@ _TIME_RE = re.compile(
     r"|(?P<rel>(?<!the\s)last|next|this\s+past|this\s+coming|this)\s+(?P<span>week|weekend|month|year|summer|spring"
     r"|autumn|fall|winter|" + _WD + r")"
     r"|(?P<relab>last|next)\s+(?P<abbr>" + _alts(WEEKDAY_ABBR) + r")"
-    r"|(?:(?P<prep>on|since|by|until|till)\s+)?(?P<wday>" + _WD + r")"
+    # "every Sunday", "Sunday mornings": a habit, no one day to ground
+    r"|(?<!every\s)(?:(?P<prep>on|since|by|until|till)\s+)?(?P<wday>" + _WD + r")"
+    r"(?!\s+(?:mornings|afternoons|evenings|nights)\b)"
     r")\b(?P<poss>'s\b)?"
 )
 _TIME_RE_ANYCASE = re.compile(_TIME_RE.pattern, re.IGNORECASE)
