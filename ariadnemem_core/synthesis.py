@@ -320,26 +320,27 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
         asked = {stem(w.lower()) for w in keywords(question)} - speakers
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
-                  and weight[id(f)] > 0 and _about(best, f, needed, asked - speakers)
+                  and weight[id(f)] > 0 and _about(best, f, asked, speakers)
                   and says_change(old, _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 
 
-def _about(best: Any, fact: Any, needed: set[str], asked: set[str]) -> bool:
-    """Whether ``fact`` speaks of what ``best`` answers: it says a question word ``best``
-    says, or a question word and a word of ``best`` ("flying into LaGuardia now" after
-    "landing at Newark" for "which airport is the user flying into?"), or a name ``best``
-    holds ("I closed my Chase account" after "my paycheck goes into my Chase account")."""
-    stems = _stems(fact)
-    if needed & stems or (asked & stems and (_stems(best) - asked) & stems):
+def _about(best: Any, fact: Any, asked: set[str], speakers: set[str]) -> bool:
+    """Whether ``fact`` speaks of what the question asks: it says one of the question's
+    words ("19 kids coming now." for "how many kids are coming to Eli's party?", after
+    "Planning Eli's 7th birthday"), or a name ``best`` holds ("I closed my Chase account"
+    after "my paycheck goes into my Chase account", for "which bank does the paycheck go
+    into now?"). Speakers' names are no such word: every fact of a chat says "user". The
+    fact must also say it changed and be able to replace ``best`` (:func:`says_change`)."""
+    if asked & (_stems(fact) - speakers):
         return True
     names = {n.lower() for n in getattr(best, "entities", ())}
     return bool(names & {n.lower() for n in getattr(fact, "entities", ())})
 
 
 def _entry(fact: Any) -> Entry:
-    """A fact as the entry the update rules read (text, speaker and time)."""
+    """A fact as the entry the update rules read (text, speaker, time and names)."""
     return Entry(id=str(getattr(fact, "id", "")), text=str(fact.text), speaker=getattr(fact, "speaker", None),
                  timestamp=getattr(fact, "timestamp", None), persons=list(getattr(fact, "persons", ())),
                  entities=list(getattr(fact, "entities", ())))
