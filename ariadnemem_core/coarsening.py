@@ -1042,7 +1042,6 @@ def _ended_held(old: Entry, new: Entry) -> bool:
     return False
 
 
-
 def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:
     """Changed value types whose *old* value the new turn names as ended ("Sakura is closed,
     so I booked Olive Garden", "Laura left the agency. My contact there is Marcus Webb now"):

@@ -304,7 +304,10 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     if linked or stamp is None or (when is not None and when != datetime.min.replace(tzinfo=UTC)):
         return chained
     speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}
-    needed = {stem(w.lower()) for w in keywords(question)} & _stems(best) - speakers
+    # The question's words, speakers aside (every fact of a chat says "user"); ``needed``
+    # are those the best fact says.
+    asked = {stem(w.lower()) for w in keywords(question)} - speakers
+    needed = asked & _stems(best)
     floor = RECENT_SHARE * weight[id(best)]
     # A question about the present ("which city does Jess live in now?") asks for the latest
     # state: a later statement naming one of the question's words the best fact says ("she's
@@ -318,22 +321,21 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         # The present asked: a later statement of the best fact's subject that says it changed
         # or holds now answers, however it scored ("the team moved practices to the new
         # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
-        asked = {stem(w.lower()) for w in keywords(question)} - speakers
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
-                  and weight[id(f)] > 0 and _about(best, f, asked, speakers)
+                  and weight[id(f)] > 0 and _about(best, f, asked)
                   and says_change(old, _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 
 
-def _about(best: Any, fact: Any, asked: set[str], speakers: set[str]) -> bool:
+def _about(best: Any, fact: Any, asked: set[str]) -> bool:
     """Whether ``fact`` speaks of what the question asks: it says one of the question's
-    words ("19 kids coming now." for "how many kids are coming to Eli's party?", after
-    "Planning Eli's 7th birthday"), or a name ``best`` holds ("I closed my Chase account"
-    after "my paycheck goes into my Chase account", for "which bank does the paycheck go
-    into now?"). Speakers' names are no such word: every fact of a chat says "user". The
-    fact must also say it changed and be able to replace ``best`` (:func:`says_change`)."""
-    if asked & (_stems(fact) - speakers):
+    words (``asked``, speakers' names left out: "19 kids coming now." for "how many kids are
+    coming to Eli's party?", after "Planning Eli's 7th birthday"), or a name ``best`` holds
+    ("I closed my Chase account" after "my paycheck goes into my Chase account", for "which
+    bank does the paycheck go into now?"). The fact must also say it changed and be able to
+    replace ``best`` (:func:`says_change`)."""
+    if asked & _stems(fact):
         return True
     names = {n.lower() for n in getattr(best, "entities", ())}
     return bool(names & {n.lower() for n in getattr(fact, "entities", ())})
