@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -267,19 +268,26 @@ def test_a_replayed_answer_of_labels_only_is_spelled_out_too(tmp_path) -> None:
     assert out[0]["cached"] is True and out[0]["prediction"] == "Jon ran a booth at the fair."
 
 
+_said_ids = itertools.count()
+
+
+@dataclass
+class Said(FakeFact):
+    """A fact as the read path gives it to the answer: who said it, its newer state, its
+    turn and the names it holds."""
+
+    id: str = field(default_factory=lambda: f"e{next(_said_ids)}")
+    speaker: str = "user"
+    superseded_by: str | None = None
+    source_turn_ids: list[str] = field(default_factory=list)
+    entities: tuple[str, ...] = ()
+
+
 def test_a_present_question_is_answered_by_the_later_statement_that_says_it_changed() -> None:
     """Unlinked, the new state can score far below the old statement (it is a clause of a
     message about something else); saying it changed makes it the answer to "now", while a
     look-alike of another relative, or a question about the past, keeps the old one."""
     jan, mar = datetime(2024, 1, 9, tzinfo=UTC), datetime(2024, 3, 6, tzinfo=UTC)
-
-    @dataclass
-    class Said(FakeFact):
-        id: str = field(default_factory=lambda: f"e{next(ids)}")
-        speaker: str = "user"
-        superseded_by: str | None = None
-
-    ids = iter(range(100))
     old = Said("user: Nora's swim practice is at the downtown YMCA, Mondays 5 to 6:30.", jan, 0.93)
     new = Said("user: the team moved practices to the new Lakeside Aquatic Center, way further.", mar, 0.16)
     graph = FakeGraph([old, new])
@@ -296,15 +304,6 @@ def test_a_present_question_reads_the_new_state_by_the_old_value_it_ends() -> No
     names ties it to that statement, and the turn it was said in is quoted with it. An
     assistant's later "after the switch to make sure" names no new value and answers nothing."""
     jan, feb = datetime(2024, 1, 8, tzinfo=UTC), datetime(2024, 2, 20, tzinfo=UTC)
-
-    @dataclass
-    class Said(FakeFact):
-        id: str = ""
-        speaker: str = "user"
-        superseded_by: str | None = None
-        source_turn_ids: list[str] = field(default_factory=list)
-        entities: tuple[str, ...] = ()
-
     facts = [
         Said("user: My paycheck goes into my Chase account and I pay everything out of there.", jan, 0.77,
              "a", source_turn_ids=["t0"], entities=("Chase",)),
