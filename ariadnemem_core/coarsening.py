@@ -690,6 +690,8 @@ def _different_objects(old: Entry, new: Entry, pa: _Profile, pb: _Profile) -> st
         x, y = pa.before.get(slot), pb.before.get(slot)
         if not (x and y):
             continue
+        if _ENDED.fullmatch(x) or _ENDED.fullmatch(y):
+            continue  # a verb of ending is no modifier: "dropped Italian" is the Italian it ends
         sx, sy = stem(x.removesuffix("'s")), stem(y.removesuffix("'s"))
         # A modifier the other entry also uses elsewhere is not a contrast ("the dentist
         # appointment" / "the dentist moved my appointment").
@@ -876,8 +878,8 @@ _NOT_VALUE = re.compile(_DENIAL, re.I)
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
-                    r"moved out|fell through|"
-                    r"shut down|ended|broke up|retired|no longer|scratch|"
+                    r"moved out|fell through|moved off|moving off|bailed|backed out|pulled out|"
+                    r"shut down|ended|broke up|retired|stepped down|stepping down|resigned|no longer|scratch|"
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
                     r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b"
@@ -1024,10 +1026,17 @@ def _ended_held(old: Entry, new: Entry) -> bool:
     if not ended or pa.episode:
         return False
     live = _live_slots(new)
+    # A name the old statement holds, said in a clause that ends something and in no clause
+    # that says what holds: its owner ended it, whatever the verb's object is called.
+    held_names = {w for v in pa.values.get("name", ()) for w in letter_words(v) if len(w) > 2}
+    live_words = {w for c in _CLAUSE.split(_statement(new)) if not _ENDED.search(c) for w in letter_words(c.lower())}
     for clause in ended:
+        clause_words = set(letter_words(clause.lower()))
         given_up = [stem(m.group(1).lower()) for m in _GIVEN_UP.finditer(clause)]
         if any(w in pa.slots and w not in live for w in given_up):
             return True  # "scratch the lasagna" after "I signed up to bring lasagna"
+        if any(w in clause_words and w not in live_words for w in held_names):
+            return True  # "closed my Chase account", "Greg stepped down", "we dropped Spotify"
         if not given_up and not _NOT_VALUE.match(clause):
             continue
         named = _profile_of(clause, None, (), tuple(new.entities), None).values
@@ -1310,7 +1319,8 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
 #: Giving something up, with what was given up as its object ("quit coffee", "gave up on
 #: Todoist", "stopped taking the bus"); never negated ("not gonna give up on my dreams").
 _GIVEN_UP = re.compile(r"(?<!not )(?<!n't )(?<!never )\b(?:quit|gave up|given up|giving up|stopped|dropped|ditched|"
-                       r"scratch|got rid of|switched from|cancel+ed)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
+                       r"scratch|got rid of|switched from|cancel+ed|moved off(?: of)?|bailed on|backed out of|"
+                       r"pulled out of)\s+(?:(?:on|my|the|our|his|her|their|taking|using|"
                        r"drinking|eating|going to|playing|doing)\s+)*([a-z][\w-]*)", re.I)
 
 
