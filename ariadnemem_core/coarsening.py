@@ -161,6 +161,8 @@ _CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,7}?) (?:back |up |
 _STRONG_CUE = re.compile(
     r"\b(?:instead\b(?! of)|no longer|any ?more(?=\s*(?:[.,;:!?)]|$))|resched\w*|postpon\w*|delayed|renamed|cancel+ed|"
     r"replac(?:ed|ing)|promoted|transferred|turns out|plot twist|correction|"
+    # a correction of what was said ("I misread the renewal, it's $156 a month")
+    r"misread|misspoke|i was wrong|(?:had|got) (?:it|that|this|the \w+) wrong|"
     r"switch(?:ed|ing)? (?:back|over|from)\b|switch(?:ed|ing)? \w+s\b|"
     r"chang(?:ed|ing) (?:my|our|his|her|their) minds?|(?:pushed|moved|bumped) (?:\w+ ){0,3}(?:back|up|forward|out)\b|"
     r"(?:raised|cut|lowered|reduced|increased|dropped|extended|upgraded|downgraded) "
@@ -201,7 +203,9 @@ _REPORTED = re.compile(r"(\w+) (?:said|says|told|tells|mentioned|announced|texte
 #: A first-person plural: the speakers share what they talk about ("our table").
 _GROUP = re.compile(r"\b(?:we|our|us|we're|we've)\b", re.I)
 _CAPTION = re.compile(r"\[shared image:[^\]]*\]")
-_AGAIN = re.compile(r"\b(?:again|another|(?<![.!?:] )(?<!^)also(?!,)|once more|one more|as well|too)\b", re.I)
+_AGAIN = re.compile(r"\b(?:again|another|(?<![.!?:] )(?<!^)also(?!,)|once more|one more|as well|"
+                    # "me too", "that one too" ("too tart" is a degree, not one more)
+                    r"too(?!\s+[a-z]))\b", re.I)
 #: Status words: with "now" / "as of" they mark a changed state without a typed value.
 _STATUS = re.compile(r"\b(?:open|closed|blocked|unblocked|done|finished|completed?|in progress|pending|approved|"
                      r"rejected|cancel+ed|passed|failed|delivered|shipped|resolved|fixed|live|launched|paused|"
