@@ -882,7 +882,7 @@ _NOT_VALUE = re.compile(_DENIAL, re.I)
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
 #: sold the old car". A value named next to one of them is the value being replaced.
 _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
-                    r"moved out|fell through|moved off|moving off|bailed|backed out|pulled out|"
+                    r"moved out|fell through|moved off|moving off|moved away|bailed|backed out|pulled out|"
                     r"shut down|ended|broke up|retired|stepped down|stepping down|resigned|no longer|scratch|"
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
@@ -1029,30 +1029,55 @@ def _ended_held(old: Entry, new: Entry) -> bool:
     pa = _profile(old)
     if not ended or pa.episode:
         return False
+    if _person_gone(old, new, ended) or _name_ended(pa, new, ended):
+        return True
     live = _live_slots(new)
-    # A name the old statement holds, said in a clause that ends something and in no clause
-    # that says what holds: its owner ended it, whatever the verb's object is called.
-    held_names = {w for v in pa.values.get("name", ()) for w in letter_words(v) if len(w) > 2}
-    live_words = {w for c in _CLAUSE.split(_statement(new)) if not _ENDED.search(c) for w in letter_words(c.lower())}
     for clause in ended:
-        clause_words = set(letter_words(clause.lower()))
         given_up = [stem(m.group(1).lower()) for m in _GIVEN_UP.finditer(clause)]
         if any(w in pa.slots and w not in live for w in given_up):
             return True  # "scratch the lasagna" after "I signed up to bring lasagna"
-        if any(w in clause_words and w not in live_words for w in held_names):
-            return True  # "closed my Chase account", "Greg stepped down", "we dropped Spotify"
-        if not given_up and not _NOT_VALUE.match(clause):
-            continue
-        named = _profile_of(clause, None, (), tuple(new.entities), None).values
-        for kind, values in named.items():
-            held = pa.values.get(kind, frozenset())
-            if kind == "name":
-                words = {w for v in held for w in v.split() if len(w) > 2}
-                if any(set(v.split()) <= words for v in values):
-                    return True
-            elif kind != "date" and values & held:
-                return True
+        if (given_up or _NOT_VALUE.match(clause)) and _value_named(pa, new, clause):
+            return True
     return False
+
+
+def _name_ended(pa: _Profile, new: Entry, ended: tuple[str, ...]) -> bool:
+    """Whether a name the old statement holds is said in a clause of the new one that ends
+    something, and in no clause that says what holds: its owner ended it, whatever the
+    verb's object is called ("closed my Chase account", "we dropped Spotify")."""
+    held = {w for v in pa.values.get("name", ()) for w in letter_words(v) if len(w) > 2}
+    live = {w for c in _CLAUSE.split(_statement(new)) if not _ENDED.search(c) for w in letter_words(c.lower())}
+    return any(w in letter_words(c.lower()) and w not in live for c in ended for w in held)
+
+
+def _value_named(pa: _Profile, new: Entry, clause: str) -> bool:
+    """Whether an ending clause names a value the old statement holds (a name by its words,
+    any other type but a date by its normal form)."""
+    for kind, values in _profile_of(clause, None, (), tuple(new.entities), None).values.items():
+        held = pa.values.get(kind, frozenset())
+        if kind == "name":
+            words = {w for v in held for w in v.split() if len(w) > 2}
+            if any(set(v.split()) <= words for v in values):
+                return True
+        elif kind != "date" and values & held:
+            return True
+    return False
+
+
+#: A person's going, said with no object: "leo quit", "Rosa retired last month", "mr haddad
+#: moved away" (not "Tom left the party", "she quit smoking").
+_PERSON_GONE = re.compile(r"\b([a-z][\w'-]*)(?:'s| has| had| just)? (?:quit|retired|resigned|stepped down|"
+                          r"moved away|left)(?=\s*(?:[.,;:!?)]|$|last|this|in|after|so|and|because|he|she|to move))",
+                          re.I)
+
+
+def _person_gone(old: Entry, new: Entry, ended: tuple[str, ...]) -> bool:
+    """Whether a person the old statement names goes in an ending clause of the new one
+    ("leo quit", "Mr. Alvarez retired", "mr haddad moved away"): what the old statement
+    says of them ends. The speakers are never gone this way."""
+    gone = {w for c in ended for m in _PERSON_GONE.finditer(c) for w in letter_words(m.group(1))}
+    speakers = {w for x in (old.speaker, new.speaker, "user", *_AGENT_ROLES) if x for w in letter_words(x)}
+    return bool(gone & {w for p in old.persons for w in letter_words(p)} - speakers)
 
 
 def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:
@@ -1161,7 +1186,11 @@ def _early_verdict(old: Entry, new: Entry, similarity: float, config: Config) ->
     by_llm = llm_state(old, new)
     if by_llm is not None:
         return "llm state" if by_llm else ""
-    return "" if similarity < config.lambda_link or _passage(old) or _passage(new) else None
+    if _passage(old) or _passage(new):
+        return ""
+    # Ending a name the old statement holds needs no closeness: "ditched the Brooks" is
+    # far from "been running in Brooks Ghost for 3 years" in wording, and the name is the tie.
+    return "" if similarity < config.lambda_link and not _ended_held(old, new) else None
 
 
 def _marked_present(entry: Entry, kinds: list[str], shared: frozenset[str]) -> bool:

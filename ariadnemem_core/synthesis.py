@@ -182,7 +182,9 @@ _EARLIEST = re.compile(r"\b(?:original(?:ly)?|initial(?:ly)?|at first|at the (?:
                        r"switched|updated|cut|raised)|before the (?:change|update|switch)|"
                        r"(?:the|my|our|his|her|their|your) (?:old|first) (?!time\b)\w+|"
                        # "what time did the user first give?": the first statement, not an event
-                       r"first (?:mention(?:ed)?|g[ai]ve|sa(?:y|id)|stated?|t(?:ell|old)|quoted?))\b"
+                       r"first (?:mention(?:ed)?|g[ai]ve|sa(?:y|id)|stated?|t(?:ell|old)|quoted?)|"
+                       # "what did the user first sign up to bring?": the first of a changed thing
+                       r"(?:what|which|who|where|how)(?: \w+)? did (?:[\w']+ ){1,3}first)\b"
                        # "which car did they have before?": "before" closing the question
                        r"|\bbefore\s*\?*\s*$", re.I)
 

@@ -427,6 +427,15 @@ def test_the_chain_end_reads_on_and_an_earlier_time_quotes_what_held_then() -> N
     assert "Greg Palmer" in first.text and "F2" in first.fact_ids
 
 
+def test_what_did_they_first_do_asks_for_the_earliest_state() -> None:
+    from ariadnemem_core.synthesis import asked_time
+
+    assert asked_time("What did the user first sign up to bring to the potluck?", []) == datetime.min.replace(
+        tzinfo=UTC)
+    assert asked_time("Which car did Sam first buy?", []) == datetime.min.replace(tzinfo=UTC)
+    assert asked_time("What does the user bring to the potluck?", []) is None
+
+
 def test_compound_statements_and_message_blocks_need_a_governing_change_word() -> None:
     """A statement of many values changes one only under a change word that governs it;
     a block cut out of a long message (a list, a code or prose chunk) is a document."""
@@ -970,6 +979,25 @@ def test_a_correction_says_what_holds_and_too_before_a_word_is_a_degree() -> Non
     assert _profile(_e("e", "user: We're getting a chocolate cake too.")).again
 
 
+def test_an_ending_needs_no_closeness_and_a_person_can_go() -> None:
+    """Ending a held name ties two statements however far apart their wording is ("ditched
+    the Brooks" after "running in Brooks Ghost for 3 years"); a person the old statement
+    names who quits, retires or moves away ends what it says of them. A person who leaves
+    something ("left the party") or quits a habit is not gone."""
+    shoes = _e("a", "user: been running in Brooks Ghost for like 3 years now, how many miles does a pair last?",
+               speaker="user", entities=("Brooks Ghost",))
+    ditched = _e("b", "user: ok so I tried on a bunch at the store and ditched the Brooks.", speaker="user")
+    assert _reason(shoes, ditched, 0.35) == "held value ended"
+    assert _reason(shoes, _e("c", "user: I tried on a bunch at the store.", speaker="user"), 0.35) is None
+    band = _e("d", "user: I play bass in a cover band, Leo's our drummer and he's super tight.", speaker="user",
+              persons=("Leo",))
+    quit_ = _e("e", "user: Leo quit, he's moving to Denver :( our new drummer is Sam Okafor.", speaker="user",
+               persons=("Leo", "Sam Okafor"))
+    assert _reason(band, quit_, 0.43) == "held value ended"
+    party = _e("f", "user: Leo left the party early and quit smoking last year.", speaker="user", persons=("Leo",))
+    assert _reason(band, party, 0.5) is None
+
+
 def test_a_dated_change_of_a_habit_is_no_one_off() -> None:
     coffee = _e("a", "user: I drink two cups of coffee every morning before work.", speaker="user")
     tea = _e("b", "user: I quit coffee a month ago and drink green tea in the mornings now.", speaker="user")
@@ -1036,15 +1064,19 @@ def test_a_statement_beside_a_question_is_no_question_and_says_what_changed() ->
 #: other suites; its misses were read when the offline answer learnt corrections, ended names
 #: and statements beside questions, so it tunes now.
 VALIDATION_3 = Path(__file__).parent / "data" / "update_dialogues_validation3.json"
-#: The fourth, written the same way and never read: the validation figure. What the offline
-#: memory reaches on it, measured, not targets: rules written from other dialogues carry little.
+#: The fourth, written the same way; its misses were read when endings learnt names said in
+#: any clause, persons who go and no closeness, so it tunes now.
 VALIDATION_4 = Path(__file__).parent / "data" / "update_dialogues_validation4.json"
+#: The fifth, written the same way and never read: the validation figure. What the offline
+#: memory reaches on it, measured, not targets: rules written from other dialogues carry little.
+VALIDATION_5 = Path(__file__).parent / "data" / "update_dialogues_validation5.json"
 
 
 @pytest.mark.parametrize(("path", "floors"), [
-    (VALIDATION_3, {"linked": 30.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
-    (VALIDATION_4, {"latest_answered": 65.0, "original_answered": 80.0, "negatives_answered": 70.0}),
-], ids=["validation-3", "validation-4"])
+    (VALIDATION_3, {"linked": 35.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
+    (VALIDATION_4, {"linked": 25.0, "latest_answered": 70.0, "original_answered": 85.0, "negatives_answered": 70.0}),
+    (VALIDATION_5, {"latest_answered": 35.0, "original_answered": 70.0, "negatives_answered": 80.0}),
+], ids=["validation-3", "validation-4", "validation-5"])
 def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: dict[str, float]) -> None:
     suite = load_suite(path)
     assert len([d for d in suite if d["kind"] == "update"]) == 20 and len(suite) == 30
