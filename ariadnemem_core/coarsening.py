@@ -88,8 +88,19 @@ _AGENT_ROLES = frozenset({"assistant", "the assistant", "ai", "bot", "agent"})
 
 
 def different_subjects(a: Entry, b: Entry) -> bool:
+    """Whether each entry is about persons and none of them is the other's. A person one
+    entry names is named by the other too when its text says the name untagged, however
+    written ("my son Eli has tutoring with Mr. Haddad" / "mr haddad moved away so Eli's
+    tutor is Ms. Oyelaran": the extractor tags neither "haddad" nor "Eli's" there)."""
     pa, pb = _subjects(a), _subjects(b)
-    return bool(pa) and bool(pb) and not (pa & pb)
+    return bool(pa) and bool(pb) and not (pa & pb) and not (_said_in(pa, b) or _said_in(pb, a))
+
+
+def _said_in(persons: set[str], entry: Entry) -> bool:
+    """Whether a word of one of ``persons`` (a name, not a title) is a word of the entry's
+    statement."""
+    said = set(letter_words(_statement(entry)))
+    return any(w in said for p in persons for w in letter_words(p) if len(w) > 2 and w.title() not in TITLES)
 
 
 _CALENDAR = frozenset(MONTHS) | frozenset(WEEKDAYS)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ariadnemem_core import AriadneMemory, Config, HashEmbedder
 from ariadnemem_core.extraction import ExtractionContext, RuleExtractor
 from ariadnemem_core.extraction.segment import segment
-from ariadnemem_core.reasoning.excerpt import excerpt, query_terms
+from ariadnemem_core.reasoning.excerpt import excerpt, query_terms, units
 from ariadnemem_core.tokens import count_tokens
 
 REPLY = """Great plan! Here is how I would structure the **budget tracker**:
@@ -104,6 +104,17 @@ def test_excerpt_fits_and_picks_the_matching_lines() -> None:
     assert excerpt("A short fact.", terms, 30) == "A short fact."
     # one enormous token-dense word still fits
     assert count_tokens(excerpt("x" * 5000, terms, 20)) <= 20
+
+
+def test_a_title_ends_no_sentence_of_an_excerpt() -> None:
+    """"Ms. Oyelaran" is one name: cut after the title, the excerpt would answer "who tutors
+    Eli now?" with "Eli's tutor is Ms." and lose the name."""
+    text = ("We spent the whole evening on fractions and negative numbers again. " * 4
+            + "mr haddad moved away so Eli's tutor is Ms. Oyelaran starting this week. Dr. Lee agrees.")
+    assert units(text)[-2:] == ["mr haddad moved away so Eli's tutor is Ms. Oyelaran starting this week.",
+                                "Dr. Lee agrees."]
+    short = excerpt(text, query_terms("Who is Eli's tutor now?", ["who", "is", "now"]), 30)
+    assert "Ms. Oyelaran" in short
 
 
 LONG = ("## Options\n\n" + "\n".join(f"- Option {i}: a long description of approach number {i} with many "

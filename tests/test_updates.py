@@ -998,6 +998,22 @@ def test_an_ending_needs_no_closeness_and_a_person_can_go() -> None:
     assert _reason(band, party, 0.5) is None
 
 
+def test_a_person_said_untagged_is_still_named() -> None:
+    """Two entries are about different persons only when neither says the other's: the rule
+    extractor tags "Mr. Haddad" but not "mr haddad", so the later statement must be read for
+    the names the earlier one tagged."""
+    from ariadnemem_core.coarsening import different_subjects
+
+    tutoring = _e("a", "user: My son Eli has math tutoring with Mr. Haddad on Mondays.", speaker="user",
+                  persons=("Eli", "Haddad"))
+    moved = _e("b", "user: mr haddad moved away so Eli's tutor is Ms. Oyelaran starting this week.",
+               speaker="user", persons=("Oyelaran",))
+    assert not different_subjects(tutoring, moved) and not different_subjects(moved, tutoring)
+    assert may_replace(tutoring, moved)
+    other = _e("c", "user: Ms. Oyelaran teaches piano on Fridays.", speaker="user", persons=("Oyelaran",))
+    assert different_subjects(tutoring, other)
+
+
 def test_a_dated_change_of_a_habit_is_no_one_off() -> None:
     coffee = _e("a", "user: I drink two cups of coffee every morning before work.", speaker="user")
     tea = _e("b", "user: I quit coffee a month ago and drink green tea in the mornings now.", speaker="user")
@@ -1074,7 +1090,7 @@ VALIDATION_5 = Path(__file__).parent / "data" / "update_dialogues_validation5.js
 
 @pytest.mark.parametrize(("path", "floors"), [
     (VALIDATION_3, {"linked": 35.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
-    (VALIDATION_4, {"linked": 25.0, "latest_answered": 70.0, "original_answered": 85.0, "negatives_answered": 70.0}),
+    (VALIDATION_4, {"linked": 25.0, "latest_answered": 75.0, "original_answered": 85.0, "negatives_answered": 70.0}),
     (VALIDATION_5, {"latest_answered": 35.0, "original_answered": 70.0, "negatives_answered": 80.0}),
 ], ids=["validation-3", "validation-4", "validation-5"])
 def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: dict[str, float]) -> None:

@@ -16,11 +16,13 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from ..text import words
+from ..text import TITLES, words
 from ..tokens import count_tokens
 
 ELLIPSIS = " … "
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=\S)")
+#: A sentence ends at . ! ? or ; before a space, not after a title ("Eli's tutor is Ms.
+#: Oyelaran" is one sentence: cut after "Ms." the excerpt would lose the name it answers with).
+_SENTENCE = re.compile("".join(rf"(?<!\b{t}\.)" for t in TITLES) + r"(?<=[.!?;])\s+(?=\S)", re.I)
 
 
 @lru_cache(maxsize=65536)
