@@ -22,7 +22,9 @@ from ..tokens import count_tokens
 ELLIPSIS = " … "
 #: A sentence ends at . ! ? or ; before a space, not after a title ("Eli's tutor is Ms.
 #: Oyelaran" is one sentence: cut after "Ms." the excerpt would lose the name it answers with).
-_SENTENCE = re.compile("".join(rf"(?<!\b{t}\.)" for t in TITLES) + r"(?<=[.!?;])\s+(?=\S)", re.I)
+#: The end mark is looked for first: with the titles first, every space paid for five
+#: lookbehinds and splitting was 15 times slower.
+_SENTENCE = re.compile(r"(?<=[.!?;])" + "".join(rf"(?<!\b{t}\.)" for t in TITLES) + r"\s+(?=\S)", re.I)
 
 
 @lru_cache(maxsize=65536)
