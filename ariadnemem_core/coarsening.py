@@ -897,7 +897,7 @@ _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+
                     r"shut down|ended|broke up|retired|stepped down|stepping down|resigned|no longer|scratch|"
                     r"(?<!get )(?<!got )(?<!getting )(?<!was )(?<!were )(?<!be )(?<!been )used to|"
                     r"g[ai]ve up|giving up|stopped(?! by)|dropped(?! off| by)|ditched|got rid of|switched from|"
-                    r"moved away from|replaced|not \w+ (?:\w+ )?any ?more)\b"
+                    r"replaced|not \w+ (?:\w+ )?any ?more)\b"
                     # a correction naming the old value (:data:`_DENIAL`)
                     r"|^" + _DENIAL, re.I)
 #: A clause ends at punctuation, not inside a value ("7:15", "$4,000", "78.5 kg", "a.m.").
