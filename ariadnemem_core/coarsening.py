@@ -1056,9 +1056,15 @@ def _name_ended(pa: _Profile, new: Entry, ended: tuple[str, ...]) -> bool:
     """Whether a name the old statement holds is said in a clause of the new one that ends
     something, and in no clause that says what holds: its owner ended it, whatever the
     verb's object is called ("closed my Chase account", "we dropped Spotify")."""
-    held = {w for v in pa.values.get("name", ()) for w in letter_words(v) if len(w) > 2}
-    live = {w for c in _CLAUSE.split(_statement(new)) if not _ENDED.search(c) for w in letter_words(c.lower())}
-    return any(w in letter_words(c.lower()) and w not in live for c in ended for w in held)
+    live = " ".join(c for c in _CLAUSE.split(_statement(new)) if not _ENDED.search(c))
+    return any(_name_said(v, c) and not _name_said(v, live) for c in ended for v in pa.values.get("name", ()))
+
+
+def _name_said(name: str, text: str) -> bool:
+    """Whether ``text`` says ``name`` by one of its words of three letters or more ("Laura"
+    for "Laura Chen", "chase" for "Chase"), however cased."""
+    said = set(letter_words(text.lower()))
+    return any(w in said for w in letter_words(name) if len(w) > 2)
 
 
 def _value_named(pa: _Profile, new: Entry, clause: str) -> bool:
@@ -1103,8 +1109,7 @@ def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[s
         olds = pa.values[k]
         if k == "name":
             # "Laura left the agency" names "Laura Chen" by her first name.
-            hit = any(v in c or (len(v.split()[0]) > 2 and v.split()[0] in letter_words(c)) for v in olds
-                      for c in ended)
+            hit = any(_name_said(v, c) for v in olds for c in ended)
         else:
             hit = any(_profile_of(c, None, (), (), None).values.get(k, frozenset()) & olds for c in ended)
         if hit:
