@@ -428,6 +428,8 @@ def test_the_chain_end_reads_on_and_an_earlier_time_quotes_what_held_then() -> N
 
 
 def test_what_did_they_first_do_asks_for_the_earliest_state() -> None:
+    """"What did the user first sign up to bring?" asks for the state that held first, not
+    the latest one the chain leads to; a question in the present does not."""
     from ariadnemem_core.synthesis import asked_time
 
     assert asked_time("What did the user first sign up to bring to the potluck?", []) == datetime.min.replace(
