@@ -456,6 +456,9 @@ def _slot_walk(tokens: list[str], persons: set[str], value_words: set[str]
 _EXAMPLE = re.compile(r"\b(?:like|such as|including|e\.g\.,?) ")
 
 
+_PUNCTUATION = re.compile(r"[,:;()\[\]]")
+
+
 def _states_beside(text: str, named: set[str]) -> bool:
     """Whether a sentence of ``text`` that does not ask states a value: "How much should a
     beagle eat? She's on Purina Pro Plan." states what she eats, and "Tomás is captain now.
@@ -508,7 +511,9 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
         values["name"] = named
     strong, replaced = _cues(original, named)
     governed = _governed(original, named)
-    slots, before, after = _slot_walk(_WORDS.findall(rest), persons, value_words)
+    # Punctuation parts words: "(starter:flour:water)" / "cold water" name one water, and
+    # "every morning, water it" has no "morning water".
+    slots, before, after = _slot_walk(_WORDS.findall(_PUNCTUATION.sub(" | ", rest)), persons, value_words)
     return _Profile(
         values={k: frozenset(v) for k, v in values.items()},
         slots=frozenset(slots),

@@ -1016,6 +1016,16 @@ def test_a_person_said_untagged_is_still_named() -> None:
     assert different_subjects(tutoring, other)
 
 
+def test_punctuation_parts_a_modifier_from_its_noun() -> None:
+    """"(starter:flour:water)" and "cold water" are one water: a word across punctuation is
+    no modifier, so the new feeding ratio may replace the old one."""
+    old = _e("a", "user: I feed my sourdough starter 1:1:1 every morning (starter:flour:water).", speaker="user")
+    new = _e("b", "user: starter update: feeding 1:4:4 with cold water at night now.", speaker="user")
+    assert may_replace(old, new)
+    assert not may_replace(_e("c", "user: I water the fern with filtered water."),
+                           _e("d", "user: I use tap water for the tomatoes now."))  # filtered / tap water
+
+
 def test_a_dated_change_of_a_habit_is_no_one_off() -> None:
     coffee = _e("a", "user: I drink two cups of coffee every morning before work.", speaker="user")
     tea = _e("b", "user: I quit coffee a month ago and drink green tea in the mornings now.", speaker="user")
@@ -1091,7 +1101,7 @@ VALIDATION_5 = Path(__file__).parent / "data" / "update_dialogues_validation5.js
 
 
 @pytest.mark.parametrize(("path", "floors"), [
-    (VALIDATION_3, {"linked": 35.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
+    (VALIDATION_3, {"linked": 35.0, "latest_answered": 75.0, "original_answered": 90.0, "negatives_answered": 90.0}),
     (VALIDATION_4, {"linked": 25.0, "latest_answered": 75.0, "original_answered": 85.0, "negatives_answered": 70.0}),
     (VALIDATION_5, {"latest_answered": 35.0, "original_answered": 70.0, "negatives_answered": 80.0}),
 ], ids=["validation-3", "validation-4", "validation-5"])
@@ -1102,3 +1112,18 @@ def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: di
     summary = {k: result[k] for k in ("linked", "false_links", *floors)}
     assert result["false_links"] <= 1, summary
     assert all(result[k] >= v for k, v in floors.items()), summary
+
+
+def test_the_next_judge_is_well_formed_and_unmeasured() -> None:
+    """The sixth suite judges the rules once validation-5 is read: it is checked for shape
+    only (no memory reads it here), so no figure of it is seen before then."""
+    suite = load_suite(Path(__file__).parent / "data" / "update_dialogues_validation6.json")
+    updates = [d for d in suite if d["kind"] == "update"]
+    assert len(updates) == 20 and len(suite) == 30
+    for d in suite:
+        turns = [t["text"].lower() for t in d["turns"]]
+        assert all(0 <= i < len(turns) for i in (*d["old"], *d["new"])), d["id"]
+        said = [turns[i] for i in (d["new"] if d["kind"] == "update" else d["old"])]
+        assert any(d["latest"].lower() in t for t in said), d["id"]
+        if d["kind"] == "update":
+            assert any(d["original"].lower() in turns[i] for i in d["old"]), d["id"]
