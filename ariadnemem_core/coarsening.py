@@ -456,6 +456,7 @@ def _slot_walk(tokens: list[str], persons: set[str], value_words: set[str]
 _EXAMPLE = re.compile(r"\b(?:like|such as|including|e\.g\.,?) ")
 
 
+#: Marks that part a statement's words: the word before one modifies nothing after it.
 _PUNCTUATION = re.compile(r"[,:;()\[\]]")
 
 
