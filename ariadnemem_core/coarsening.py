@@ -100,7 +100,8 @@ def _said_in(persons: set[str], entry: Entry) -> bool:
     """Whether a word of one of ``persons`` (a name, not a title) is a word of the entry's
     statement."""
     said = set(letter_words(_statement(entry)))
-    return any(w in said for p in persons for w in letter_words(p) if len(w) > 2 and w.title() not in TITLES)
+    return any(w in said for p in persons for w in letter_words(p)
+               if len(w) > 2 and w.title() not in TITLES and w not in STOPWORDS)
 
 
 _CALENDAR = frozenset(MONTHS) | frozenset(WEEKDAYS)
@@ -897,7 +898,7 @@ def update_evidence(old: Entry, new: Entry, similarity: float, config: Config,
 _DENIAL = r"\s*not (?:the |a |an |on |at |in )?(?=\S*\d)"
 _NOT_VALUE = re.compile(_DENIAL, re.I)
 #: Words that end what a clause names: "Sakura is closed", "Laura left the agency", "we
-#: sold the old car". A value named next to one of them is the value being replaced.
+#: sold the old car". A value or name said in a clause with one of them is being replaced.
 _ENDED = re.compile(r"(?<!\\)\b(?:closed|closing|(?<!the )left|quit|sold|cancel+ed|overbooked|double-booked|"
                     r"moved out|fell through|moved off|moving off|moved away|bailed|backed out|pulled out|"
                     r"shut down|ended|broke up|retired|stepped down|stepping down|resigned|no longer|scratch|"
@@ -1067,10 +1068,11 @@ def _name_ended(pa: _Profile, new: Entry, ended: tuple[str, ...]) -> bool:
 
 
 def _name_said(name: str, text: str) -> bool:
-    """Whether ``text`` says ``name`` by one of its words of three letters or more ("Laura"
-    for "Laura Chen", "chase" for "Chase"), however cased."""
+    """Whether ``text`` says ``name`` by one of its words of three letters or more that is
+    no stopword ("Laura" for "Laura Chen", "chase" for "Chase", never "the" for "The Home
+    Depot"), however cased."""
     said = set(letter_words(text.lower()))
-    return any(w in said for w in letter_words(name) if len(w) > 2)
+    return any(w in said for w in letter_words(name) if len(w) > 2 and w not in STOPWORDS and w not in _LIGHT)
 
 
 def _value_named(pa: _Profile, new: Entry, clause: str) -> bool:
@@ -1090,17 +1092,17 @@ def _value_named(pa: _Profile, new: Entry, clause: str) -> bool:
 #: A person's going, said with no object: "leo quit", "Rosa retired last month", "mr haddad
 #: moved away" (not "Tom left the party", "she quit smoking").
 _PERSON_GONE = re.compile(r"\b([a-z][\w'-]*)(?:'s| has| had| just)? (?:quit|retired|resigned|stepped down|"
-                          r"moved away|left)(?=\s*(?:[.,;:!?)]|$|last|this|in|after|so|and|because|he|she|to move))",
-                          re.I)
+                          r"moved away|left)"
+                          r"(?=\s*(?:[.,;:!?)]|$|(?:last|this|in|after|so|and|because|he|she|to move)\b))", re.I)
 
 
 def _person_gone(old: Entry, new: Entry, ended: tuple[str, ...]) -> bool:
-    """Whether a person the old statement names goes in an ending clause of the new one
+    """Whether a person the old statement is about goes in an ending clause of the new one
     ("leo quit", "Mr. Alvarez retired", "mr haddad moved away"): what the old statement
     says of them ends. The speakers are never gone this way."""
     gone = {w for c in ended for m in _PERSON_GONE.finditer(c) for w in letter_words(m.group(1))}
     speakers = {w for x in (old.speaker, new.speaker, "user", *_AGENT_ROLES) if x for w in letter_words(x)}
-    return bool(gone & {w for p in old.persons for w in letter_words(p)} - speakers)
+    return bool(gone & {w for p in _subjects(old) for w in letter_words(p)} - speakers)
 
 
 def _retracted(pa: _Profile, ended: tuple[str, ...], kinds: list[str]) -> list[str]:
@@ -1197,8 +1199,9 @@ def _reported_before(old: Entry, new: Entry) -> bool:
 
 def _early_verdict(old: Entry, new: Entry, similarity: float, config: Config) -> str | None:
     """What is decided before the statements are read: "" (no update) for two sentences of
-    one turn, a pair below ``lambda_link`` or a passage (:func:`co_true`'s first case), the
-    LLM states' verdict when both have one; None when the rules must read them.
+    one turn, a passage (:func:`co_true`'s first case) or a pair below ``lambda_link`` (but
+    for the ending of a held name, down to :data:`_ENDING_FLOOR`), the LLM states' verdict
+    when both have one; None when the rules must read them.
 
     The passage is judged here, before the profiles are built: on agent conversations most
     compared pairs hold an assistant's passage, and profiling them was most of coarsening's
@@ -1210,9 +1213,17 @@ def _early_verdict(old: Entry, new: Entry, similarity: float, config: Config) ->
         return "llm state" if by_llm else ""
     if _passage(old) or _passage(new):
         return ""
-    # Ending a name the old statement holds needs no closeness: "ditched the Brooks" is
-    # far from "been running in Brooks Ghost for 3 years" in wording, and the name is the tie.
-    return "" if similarity < config.lambda_link and not _ended_held(old, new) else None
+    # Ending a name the old statement holds needs less closeness: "ditched the Brooks" is
+    # far from "been running in Brooks Ghost for 3 years" in wording (0.35), and the name is
+    # the tie; unrelated statements sharing a word and an ending word stay below the floor.
+    if similarity < config.lambda_link and not (similarity >= _ENDING_FLOOR and _ended_held(old, new)):
+        return ""
+    return None
+
+
+#: Cosine floor of an ending of a held name (below ``lambda_link``): the ending pairs of the
+#: read suites start at 0.35; at 0.1-0.2 any ending word beside a shared word linked.
+_ENDING_FLOOR = 0.3
 
 
 def _marked_present(entry: Entry, kinds: list[str], shared: frozenset[str]) -> bool:

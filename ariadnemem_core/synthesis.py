@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from .coarsening import may_replace, says_change, value_terms
+from .coarsening import may_replace, says_change
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, system_user
@@ -184,7 +184,8 @@ _EARLIEST = re.compile(r"\b(?:original(?:ly)?|initial(?:ly)?|at first|at the (?:
                        # "what time did the user first give?": the first statement, not an event
                        r"first (?:mention(?:ed)?|g[ai]ve|sa(?:y|id)|stated?|t(?:ell|old)|quoted?)|"
                        # "what did the user first sign up to bring?": the first of a changed thing
-                       r"(?:what|which|who|where|how)(?: \w+)? did (?:[\w']+ ){1,3}first)\b"
+                       # ("where / how did they first meet?" asks for an event)
+                       r"(?:what|which|who)(?: \w+)? did (?:[\w']+ ){1,3}first)\b"
                        # "which car did they have before?": "before" closing the question
                        r"|\bbefore\s*\?*\s*$", re.I)
 
@@ -298,21 +299,12 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     whether or not the update detector linked them, and "Professor Nadia!" does not answer
     "where does Nadia teach?". A question about a named time is left to the chain."""
     wish_asked = bool(_WISH_ASKED.search(question))
-    continued = False
     weight = {id(f): _answering_weight(f, wish_asked) for f in pool}
     best = max(pool, key=lambda f: weight[id(f)])
     chained = _state_at(best, facts, when)
     linked = chained is not best or any(getattr(f, "superseded_by", None) == getattr(best, "id", None) for f in facts)
-    if linked and when is None and any(f is chained for f in pool):
-        # The chain's latest state is where a present question starts reading: a later
-        # statement of it that says it changed or holds now may still say more ("the family
-        # is on Apple Music now" after "we dropped Spotify, got the Apple bundle").
-        best = chained
-        continued = True
-    elif linked:
-        return chained
     stamp = getattr(best, "timestamp", None)
-    if stamp is None or (when is not None and when != datetime.min.replace(tzinfo=UTC)):
+    if linked or stamp is None or (when is not None and when != datetime.min.replace(tzinfo=UTC)):
         return chained
     speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}
     # The question's words, speakers aside (every fact of a chat says "user"); ``needed``
@@ -335,11 +327,6 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
                   and weight[id(f)] > 0 and _about(best, f, asked)
                   and says_change(old, _entry(f))]
-    if continued:
-        # Past the chain's end only a statement bringing a value of its own says more:
-        # "Okay, updated your contact." does not.
-        have = value_terms(old)
-        close = [f for f in close if f.timestamp <= stamp or value_terms(_entry(f)) - have]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 
@@ -403,8 +390,9 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
         top = _latest_close(question, pool, facts, when)
         # The other sentences of the same turn come along: "The landlord raised the rent."
         # is the update, "Starting June we pay $1,600 a month." holds the value. A superseded
-        # one comes along only when an earlier time is asked: it held then ("Greg Palmer is
-        # the treasurer" beside "I'm on our condo HOA board", for "who was it originally?").
+        # one comes along only when a time is asked ("originally", "in March"): it may have
+        # held then ("Greg Palmer is the treasurer" beside "I'm on our condo HOA board", for
+        # "who was it originally?").
         turn = set(getattr(top, "source_turn_ids", None) or ())
         same = [f for f in facts if f is top or (turn and turn & set(getattr(f, "source_turn_ids", None) or ())
                                                  and (when is not None or not getattr(f, "superseded_by", None)))]

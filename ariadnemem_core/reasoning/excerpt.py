@@ -24,7 +24,8 @@ ELLIPSIS = " … "
 #: Oyelaran" is one sentence: cut after "Ms." the excerpt would lose the name it answers with).
 #: The end mark is looked for first: with the titles first, every space paid for five
 #: lookbehinds and splitting was 15 times slower.
-_SENTENCE = re.compile(r"(?<=[.!?;])" + "".join(rf"(?<!\b{t}\.)" for t in TITLES) + r"\s+(?=\S)", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?;])" + "".join(rf"(?<!\b{t}\.)" for title in TITLES for t in (title, title.lower()))
+                       + r"\s+(?=\S)")
 
 
 @lru_cache(maxsize=65536)
