@@ -97,11 +97,9 @@ def different_subjects(a: Entry, b: Entry) -> bool:
 
 
 def _said_in(persons: set[str], entry: Entry) -> bool:
-    """Whether a word of one of ``persons`` (a name, not a title) is a word of the entry's
-    statement."""
-    said = set(letter_words(_statement(entry)))
-    return any(w in said for p in persons for w in letter_words(p)
-               if len(w) > 2 and w.title() not in TITLES and w not in STOPWORDS)
+    """Whether the entry's statement says one of ``persons`` (:func:`_name_said`)."""
+    text = _statement(entry)
+    return any(_name_said(p, text) for p in persons)
 
 
 _CALENDAR = frozenset(MONTHS) | frozenset(WEEKDAYS)
@@ -1069,10 +1067,11 @@ def _name_ended(pa: _Profile, new: Entry, ended: tuple[str, ...]) -> bool:
 
 def _name_said(name: str, text: str) -> bool:
     """Whether ``text`` says ``name`` by one of its words of three letters or more that is
-    no stopword ("Laura" for "Laura Chen", "chase" for "Chase", never "the" for "The Home
-    Depot"), however cased."""
+    no stopword nor title ("Laura" for "Laura Chen", "chase" for "Chase", "haddad" for "Mr.
+    Haddad", never "the" for "The Home Depot"), however cased."""
     said = set(letter_words(text.lower()))
-    return any(w in said for w in letter_words(name) if len(w) > 2 and w not in STOPWORDS and w not in _LIGHT)
+    return any(w in said for w in letter_words(name)
+               if len(w) > 2 and w not in STOPWORDS and w not in _LIGHT and w.title() not in TITLES)
 
 
 def _value_named(pa: _Profile, new: Entry, clause: str) -> bool:

@@ -302,8 +302,8 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     weight = {id(f): _answering_weight(f, wish_asked) for f in pool}
     best = max(pool, key=lambda f: weight[id(f)])
     chained = _state_at(best, facts, when)
-    linked = chained is not best or any(getattr(f, "superseded_by", None) == getattr(best, "id", None) for f in facts)
     stamp = getattr(best, "timestamp", None)
+    linked = chained is not best or any(getattr(f, "superseded_by", None) == getattr(best, "id", None) for f in facts)
     if linked or stamp is None or (when is not None and when != datetime.min.replace(tzinfo=UTC)):
         return chained
     speakers = {stem(str(getattr(f, "speaker", None) or "").lower()) for f in pool}

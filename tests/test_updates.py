@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,6 +46,11 @@ MIN_LATEST = 95.0
 MIN_HELDOUT_LINKED = 50.0
 MIN_HELDOUT_NEGATIVES_CLEAN = 80.0
 HELDOUT = Path(__file__).parent / "data" / "update_dialogues_heldout.json"
+
+
+def _graph(*facts: object) -> SimpleNamespace:
+    """An evidence graph as the offline answer reads it: its facts, no fast path."""
+    return SimpleNamespace(fast_path=None, stats={}, to_text=lambda: "", facts=list(facts))
 
 
 def _e(eid: str, text: str, *, speaker: str | None = None, persons: tuple[str, ...] = (),
@@ -334,8 +340,6 @@ def test_state_changes_without_a_value_need_one_fact_and_a_marked_change() -> No
 
 
 def test_offline_answer_skips_courtesy_facts() -> None:
-    from types import SimpleNamespace
-
     from ariadnemem_core.evidence import Fact
     from ariadnemem_core.synthesis import extractive_answer
 
@@ -353,13 +357,9 @@ def test_offline_answer_takes_the_later_close_statement_when_nothing_linked() ->
     question ("Professor Nadia!"), one far below the best, or a question about a named time
     leave the best fact; a linked chain is followed as before."""
     from datetime import timedelta
-    from types import SimpleNamespace
 
     from ariadnemem_core.evidence import Fact
     from ariadnemem_core.synthesis import extractive_answer
-
-    def graph(*facts: Fact) -> SimpleNamespace:
-        return SimpleNamespace(fast_path=None, stats={}, to_text=lambda: "", facts=list(facts))
 
     july = JULY.replace(tzinfo=UTC)  # as stored: every entry's time is aware
     later = july + timedelta(days=60)
@@ -367,19 +367,19 @@ def test_offline_answer_takes_the_later_close_statement_when_nothing_linked() ->
                label="F1", speaker="user")
     built = Fact("b", "user: Progress report: I've built up to 25 km a week.", later, ["t4"], 0.50, "terminal",
                  label="F2", speaker="user")
-    now = extractive_answer("How many kilometres does the user run each week?", graph(ten, built))
+    now = extractive_answer("How many kilometres does the user run each week?", _graph(ten, built))
     assert "25 km" in now.text and now.fact_ids == ["F2"]
-    first = extractive_answer("How far did the user run a week originally?", graph(ten, built))
+    first = extractive_answer("How far did the user run a week originally?", _graph(ten, built))
     assert "10 km" in first.text and "25 km" not in first.text
     # too far below the best: the best answers
     far = Fact("b", built.text, later, ["t4"], 0.30, "terminal", label="F2", speaker="user")
-    assert "10 km" in extractive_answer("How many kilometres does the user run each week?", graph(ten, far)).text
+    assert "10 km" in extractive_answer("How many kilometres does the user run each week?", _graph(ten, far)).text
     # a question about a named time keeps the best fact (the chain decides such questions)
-    assert "10 km" in extractive_answer("How far did the user run in July 2023?", graph(ten, built)).text
+    assert "10 km" in extractive_answer("How far did the user run in July 2023?", _graph(ten, built)).text
     teach = Fact("c", "Nadia: I teach history at Lincoln High, eleven years now.", july, ["t1"], 0.72, "terminal",
                  label="F1", speaker="Nadia")
     cheer = Fact("d", "Omar: Professor Nadia!", later, ["t5"], 0.64, "terminal", label="F2", speaker="Omar")
-    assert "Lincoln High" in extractive_answer("Where does Nadia teach?", graph(teach, cheer)).text
+    assert "Lincoln High" in extractive_answer("Where does Nadia teach?", _graph(teach, cheer)).text
     # linked: the chain's latest state answers, not a later unlinked look-alike
     old = Fact("e", "Sofia: My sister's due date is November 3.", july, ["t1"], 0.87, "terminal", label="F1",
                superseded_by="f", speaker="Sofia")
@@ -387,20 +387,16 @@ def test_offline_answer_takes_the_later_close_statement_when_nothing_linked() ->
                speaker="Sofia")
     moved = Fact("g", "Sofia: So the doctor moved my sister's due date.", later - timedelta(minutes=2), ["t3"],
                  0.77, "terminal", label="F2", speaker="Sofia")
-    assert "October 27" in extractive_answer("When is Sofia's sister's due date?", graph(old, moved, new)).text
+    assert "October 27" in extractive_answer("When is Sofia's sister's due date?", _graph(old, moved, new)).text
 
 
 def test_an_earlier_time_quotes_what_held_then() -> None:
     """A question about the start quotes the superseded sentences of the best fact's turn,
     which held then; a present question leaves them out."""
     from datetime import timedelta
-    from types import SimpleNamespace
 
     from ariadnemem_core.evidence import Fact
     from ariadnemem_core.synthesis import extractive_answer
-
-    def graph(*facts: Fact) -> SimpleNamespace:
-        return SimpleNamespace(fast_path=None, stats={}, to_text=lambda: "", facts=list(facts))
 
     jan = JULY.replace(tzinfo=UTC)
     mar = jan + timedelta(days=50)
@@ -409,9 +405,9 @@ def test_an_earlier_time_quotes_what_held_then() -> None:
                 "terminal", label="F2", superseded_by="g", speaker="user", persons=["Greg Palmer"])
     down = Fact("g", "user: so greg stepped down at the last meeting lol.", mar, ["t2"], 0.13, "update",
                 label="F3", speaker="user")
-    first = extractive_answer("Who was the HOA treasurer originally?", graph(board, greg, down))
+    first = extractive_answer("Who was the HOA treasurer originally?", _graph(board, greg, down))
     assert "Greg Palmer" in first.text and "F2" in first.fact_ids
-    assert "Greg Palmer" not in extractive_answer("Who is on the HOA board?", graph(board, greg, down)).text
+    assert "Greg Palmer" not in extractive_answer("Who is on the HOA board?", _graph(board, greg, down)).text
 
 
 def test_what_did_they_first_do_asks_for_the_earliest_state() -> None:
