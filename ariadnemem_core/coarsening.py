@@ -159,13 +159,17 @@ _TYPED_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: "raised", "changed", "switched", ...) count only when their "to" introduces a value (a
 #: typed value or a capitalised name); the rest say a change happened by themselves
 #: ("rescheduled", "no longer", "instead"). "Actually" is left out: it is mostly emphasis
-#: ("Nate actually won the tournament"), which made most false LINKs on LoCoMo dev.
-_CHANGE_VERB = (r"(?:mov(?:e|ed|ing)|push(?:ed|ing)?|bump(?:ed|ing)?|rais(?:e|ed|ing)|drop(?:ped|ping)?|cut|"
-                r"hik(?:e|ed|ing)|lower(?:ed|ing)?|reduc(?:e|ed|ing)|increas(?:e|ed|ing)|extend(?:ed|ing)?|upgrad(?:e|ed|ing)|"
-                r"downgrad(?:e|ed|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|shift(?:ed|ing)?|"
-                r"resched\w*|postpon\w*|delay(?:ed)?|upped|updat(?:e|ed|ing)|renam(?:e|ed|ing)|brought|"
-                r"adjust(?:ed|ing)?|revis(?:e|ed|ing)|improv(?:e|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|"
-                r"f[ae]ll(?:en|s|ing)?|went (?:up|down)|set)")
+#: ("Nate actually won the tournament"), which made most false LINKs on LoCoMo dev. The verbs
+#: governing a value count in every tense ("that moves the deadline to April 4", "Family is
+#: going up to $19.99"); the cues that need no value stay in the past ("reduced the"): "is
+#: reducing the word count" is an effort, not a change (on BEAM tune, 4 false links).
+_CHANGE_VERB = (r"(?:mov(?:e|es|ed|ing)|push(?:es|ed|ing)?|bump(?:s|ed|ing)?|rais(?:e|es|ed|ing)|drop(?:s|ped|ping)?|"
+                r"cut(?:s|ting)?|hik(?:e|es|ed|ing)|lower(?:s|ed|ing)?|reduc(?:e|es|ed|ing)|increas(?:e|es|ed|ing)|"
+                r"extend(?:s|ed|ing)?|upgrad(?:e|es|ed|ing)|downgrad(?:e|es|ed|ing)|chang(?:e|ed|es|ing)|"
+                r"switch(?:ed|es|ing)?|shift(?:s|ed|ing)?|resched\w*|postpon\w*|delay(?:s|ed|ing)?|upped|"
+                r"updat(?:e|es|ed|ing)|renam(?:e|es|ed|ing)|brought|adjust(?:s|ed|ing)?|revis(?:e|es|ed|ing)|"
+                r"improv(?:e|es|ed|ing)|gr[eo]w(?:n|s|ing)?|r[io]s(?:e|en|es|ing)|f[ae]ll(?:en|s|ing)?|"
+                r"(?:go(?:es|ing)?|went|gone) (?:up|down)|set)")
 _CHANGE_TO = re.compile(_CHANGE_VERB + r"\b((?: [\w'.,$-]+){0,7}?) (?:back |up |down |over )?(?:to|until|till|through) "
                         r"(?:the |a |an )?", re.I)
 _STRONG_CUE = re.compile(
@@ -1042,8 +1046,10 @@ def _ended_held(old: Entry, new: Entry) -> bool:
     whatever the new state is and however it is worded. A dated past event is not a state
     that holds ("we went to Paris in May"), so it is never ended."""
     ended = _ended_clauses(_statement(new))
+    if not ended:
+        return False  # before profiling the old statement: most pairs hold no ending word
     pa = _profile(old)
-    if not ended or pa.episode:
+    if pa.episode:
         return False
     if _person_gone(old, new, ended) or _name_ended(pa, new, ended):
         return True

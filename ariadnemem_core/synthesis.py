@@ -248,6 +248,9 @@ def _says_something(fact: Any) -> bool:
 
 #: A statement that asks rather than states: a question ("Is the meeting still at 3?").
 _ASKS = re.compile(r"\?\s*[\"')]*\s*$")
+#: A statement holding an open question ("Ask whether Owen's school has early drop-off
+#: (often from 7:30)"): it says nothing of what holds now.
+_WONDERS = re.compile(r"\bwhether\b", re.I)
 #: A wish, plan under consideration or hypothetical ("would love to stay near Gion", "thinking
 #: about Lisbon"): what someone wants is not what is the case, so a booking, a decision or a
 #: plain statement of the same thing answers before it.
@@ -325,7 +328,7 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         # or holds now answers, however it scored ("the team moved practices to the new
         # Lakeside Aquatic Center" after "Nora's swim practice is at the downtown YMCA").
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
-                  and weight[id(f)] > 0 and _about(best, f, asked)
+                  and weight[id(f)] > 0 and not _WONDERS.search(str(f.text)) and _about(best, f, asked)
                   and says_change(old, _entry(f))]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
@@ -344,10 +347,17 @@ def _about(best: Any, fact: Any, asked: set[str]) -> bool:
     return bool(names & {n.lower() for n in getattr(fact, "entities", ())})
 
 
+#: Emphasis inside a sentence ("Your Spanish class is now **Thursdays at 6:30**"): not the
+#: markup of a document, so the update rules read the sentence without it.
+_EMPHASIS = re.compile(r"\*\*|__")
+
+
 def _entry(fact: Any) -> Entry:
-    """A fact as the entry the update rules read (text, speaker, time and names)."""
-    return Entry(id=str(getattr(fact, "id", "")), text=str(fact.text), speaker=getattr(fact, "speaker", None),
-                 timestamp=getattr(fact, "timestamp", None), persons=list(getattr(fact, "persons", ())),
+    """A fact as the entry the update rules read (text without emphasis, speaker, time and
+    names)."""
+    return Entry(id=str(getattr(fact, "id", "")), text=_EMPHASIS.sub("", str(fact.text)),
+                 speaker=getattr(fact, "speaker", None), timestamp=getattr(fact, "timestamp", None),
+                 persons=list(getattr(fact, "persons", ())),
                  entities=list(getattr(fact, "entities", ())))
 
 

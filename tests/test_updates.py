@@ -1084,6 +1084,49 @@ def test_a_statement_beside_a_question_is_no_question_and_says_what_changed() ->
 #: The third validation suite, written by someone who read neither the detector nor the
 #: other suites; its misses were read when the offline answer learnt corrections, ended names
 #: and statements beside questions, so it tunes now.
+def test_a_verb_of_change_governs_a_value_in_any_tense() -> None:
+    """"Moves the deadline to April 4" and "is going up to $19.99" say a change as "moved
+    ... to" and "went up to" do."""
+    from datetime import timedelta
+
+    mar = JULY.replace(tzinfo=UTC)
+    later = mar + timedelta(days=9)
+    due = Entry("a", "user: The Q1 report for Halvorsen is due March 28.", speaker="user", timestamp=mar)
+    moves = Entry("b", "assistant: Nice, that moves the Halvorsen report deadline to April 4.", speaker="assistant",
+                  timestamp=later)
+    assert says_change(due, moves)
+    plan = Entry("c", "user: spotify family is $16.99, netflix standard $15.49.", speaker="user", timestamp=mar)
+    up = Entry("d", "user: spotify emailed me that Family is going up to $19.99 next billing cycle", speaker="user",
+               timestamp=later)
+    assert says_change(plan, up)
+    assert not says_change(due, Entry("e", "assistant: Nice, that leaves time for the Halvorsen report.",
+                                      speaker="assistant", timestamp=later))
+
+
+def test_emphasis_is_no_document_and_an_open_question_says_nothing_of_now() -> None:
+    """An assistant's "standup at **10:15** now" answers "when is standup these days?" (bold
+    in a sentence is emphasis, not the markup of a document); "ask whether the school has
+    early drop-off (often from 7:30)" does not answer when the school starts."""
+    from datetime import timedelta
+
+    from ariadnemem_core.evidence import Fact
+    from ariadnemem_core.synthesis import extractive_answer
+
+    aug = JULY.replace(tzinfo=UTC)
+    later = aug + timedelta(days=9)
+    standup = Fact("s", "user: Our standup is at 9:30 and usually runs 15 min, so I'm free after.", aug, ["t0"],
+                   0.77, "terminal", label="F1", speaker="user")
+    echo = Fact("e", "assistant: With standup at **10:15** now (ending around 10:30), I've moved your focus block.",
+                later, ["t3"], 0.17, "terminal", label="F2", speaker="assistant")
+    answer = extractive_answer("What time does the user's daily standup start these days?", _graph(standup, echo))
+    assert "10:15" in answer.text and answer.fact_ids == ["F2"]
+    school = Fact("o", "user: Owen's elementary school starts at 8:05 so we leave the house at 7:45.", aug, ["t0"],
+                  0.88, "terminal", label="F1", speaker="user")
+    ask = Fact("k", "assistant: Ask whether Owen's school has early drop-off (often from 7:30).", later, ["t3"], 0.29,
+               "terminal", label="F2", speaker="assistant")
+    assert "8:05" in extractive_answer("What time does Owen's school start?", _graph(school, ask)).text
+
+
 VALIDATION_3 = Path(__file__).parent / "data" / "update_dialogues_validation3.json"
 #: The fourth, written the same way; its misses were read when endings learnt names said in
 #: any clause, persons who go and no closeness, so it tunes now.
@@ -1091,13 +1134,15 @@ VALIDATION_4 = Path(__file__).parent / "data" / "update_dialogues_validation4.js
 #: The fifth, written the same way and never read: the validation figure. What the offline
 #: memory reaches on it, measured, not targets: rules written from other dialogues carry little.
 VALIDATION_5 = Path(__file__).parent / "data" / "update_dialogues_validation5.json"
+VALIDATION_6 = Path(__file__).parent / "data" / "update_dialogues_validation6.json"
 
 
 @pytest.mark.parametrize(("path", "floors"), [
     (VALIDATION_3, {"linked": 30.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
-    (VALIDATION_4, {"linked": 25.0, "latest_answered": 75.0, "original_answered": 85.0, "negatives_answered": 70.0}),
-    (VALIDATION_5, {"latest_answered": 35.0, "original_answered": 70.0, "negatives_answered": 80.0}),
-], ids=["validation-3", "validation-4", "validation-5"])
+    (VALIDATION_4, {"linked": 25.0, "latest_answered": 80.0, "original_answered": 85.0, "negatives_answered": 70.0}),
+    (VALIDATION_5, {"latest_answered": 40.0, "original_answered": 70.0, "negatives_answered": 80.0}),
+    (VALIDATION_6, {"linked": 25.0, "latest_answered": 65.0, "original_answered": 70.0, "negatives_answered": 70.0}),
+], ids=["validation-3", "validation-4", "validation-5", "validation-6"])
 def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: dict[str, float]) -> None:
     suite = load_suite(path)
     assert len([d for d in suite if d["kind"] == "update"]) == 20 and len(suite) == 30
@@ -1108,9 +1153,9 @@ def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: di
 
 
 def test_the_next_judge_is_well_formed_and_unmeasured() -> None:
-    """The sixth suite judges the rules once validation-5 is read: it is checked for shape
+    """The seventh suite judges the rules once validation-6 is read: it is checked for shape
     only (no memory reads it here), so no figure of it is seen before then."""
-    suite = load_suite(Path(__file__).parent / "data" / "update_dialogues_validation6.json")
+    suite = load_suite(Path(__file__).parent / "data" / "update_dialogues_validation7.json")
     updates = [d for d in suite if d["kind"] == "update"]
     assert len(updates) == 20 and len(suite) == 30
     for d in suite:
