@@ -287,6 +287,13 @@ _WISH_ASKED = re.compile(r"\b(?:aim(?:s|ing)?|goals?|targets?|want(?:s|ed)?|hop(
 RECENT_SHARE = 0.7
 
 
+#: How close (a share of the best answering weight) an earlier statement must come to
+#: answer "what was it originally?" when the best fact says it changed: 0 to 0.5 answer the
+#: same on every update suite; the higher floor keeps a long conversation's unrelated
+#: early statements out.
+PAST_SHARE = 0.5
+
+
 #: A question about the past ("what did the user first sign up to bring?"): not the present.
 _PAST_ASKED = re.compile(r"\b(?:did|was|were|had|first|before|earlier|used to|back then)\b", re.I)
 #: A question about the present state: "now", "currently", "these days", "anymore".
@@ -300,7 +307,9 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
     earliest for an "originally" question): "I've built up to 25 km a week" answers "how
     far does the user run?" after "I run about 10 km a week" scored a little higher,
     whether or not the update detector linked them, and "Professor Nadia!" does not answer
-    "where does Nadia teach?". A question about a named time is left to the chain."""
+    "where does Nadia teach?". A question about a named time is left to the chain. For an
+    "originally" question a best fact that says it changed ("rent went up to $1,790")
+    points back to the earlier statement it may replace (:data:`PAST_SHARE`)."""
     wish_asked = bool(_WISH_ASKED.search(question))
     weight = {id(f): _answering_weight(f, wish_asked) for f in pool}
     best = max(pool, key=lambda f: weight[id(f)])
@@ -330,6 +339,13 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp > stamp
                   and weight[id(f)] > 0 and not _WONDERS.search(str(f.text)) and _about(best, f, asked)
                   and says_change(old, _entry(f))]
+    elif when is not None:
+        # The start asked: a best fact that says it changed ("we switched him to Purina Pro
+        # Plan", "finally cancelled my old membership") points back to the state before it,
+        # an earlier statement it may replace, when that one scores within PAST_SHARE.
+        close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp < stamp
+                  and weight[id(f)] >= PAST_SHARE * weight[id(best)] and not _ASKS.search(str(f.text))
+                  and says_change(_entry(f), old)]
     pick = min if when is not None else max
     return _state_at(pick(close, key=lambda f: (f.timestamp, weight[id(f)])), facts, when)
 
