@@ -1371,14 +1371,17 @@ _CONTACTS = frozenset({"phone", "email"})
 def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: list[str], own_strong: bool,
                      names: frozenset[str], retracted: bool = False) -> str | None:
     """A changed value with nothing but its type in common ("my number is 555-0199" / "use
-    555-0733 from now on"): only a contact (:data:`_CONTACTS`) with a change cue, a "new"
-    on the old statement's slot ("my new number"), an old value the turn names as ended
-    ("The Hilton overbooked, so we switched to the Marriott"), or a turn whose change cue
+    555-0733 from now on"): only a contact (:data:`_CONTACTS`) with a change cue or a "new"
+    on the old statement's slot ("my new number"; of a date or a count, "this new role"
+    ties two plans of one profile: on the BEAM tuning conversations asked as one log, 4 of
+    7 links across two conversations and no link of any update suite), an old value the
+    turn names as ended ("The Hilton overbooked, so we switched to the Marriott"), or a
+    turn whose change cue
     names the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
     the cue and the slot word in one sentence, the value in the next)."""
     if len(changed) != 1:
         return None
-    if bool(pb.new_slots & pa.slots) or (changed[0] in _CONTACTS and (own_strong or pb.weak)):
+    if changed[0] in _CONTACTS and (own_strong or pb.weak or bool(pb.new_slots & pa.slots)):
         return f"{changed[0]} changed, cue"
     if retracted:
         return f"{changed[0]} changed, retracted"
