@@ -1457,6 +1457,9 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
     that ``new`` updates is LINKed (:func:`update_evidence`): one stating a single value of
     the changed type before one stating several, then the most similar.
 
+    A candidate said after ``new`` is never its older state (turns may arrive out of time
+    order; the later statement stays current).
+
     One truth per fork: a candidate that already has a newer state (its ``superseded_by``,
     or an id in ``superseded``: linked earlier in the same window) is never LINKed again. A
     later statement updates the chain through its latest state, or not at all: "the budget
@@ -1482,8 +1485,11 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
             cand, sim = similar[0]
             return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)))
         return CoarsenDecision(Action.ADD)
+    # A statement said before a stored one never supersedes it, whatever order the turns
+    # arrived in: the latest state is the one said last.
     updated = [(c, s) for c, s in sorted(pool, key=lambda cs: -cs[1])
-               if not c.superseded_by and c.id not in superseded and update_evidence(c, new, s, config, around, names)]
+               if not c.superseded_by and c.id not in superseded and not _said_after(c, new)
+               and update_evidence(c, new, s, config, around, names)]
     if not updated:
         return CoarsenDecision(Action.ADD)
     # The statement of one value of the changed type is the better old state than one
@@ -1497,6 +1503,14 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
     also = tuple(c.id for c, _ in updated[1:]
                  if any(v & first.get(k, frozenset()) for k, v in _profile(c).values.items()))
     return CoarsenDecision(Action.LINK, cand.id, sim, keyword_overlap(new_terms, terms(cand)), also)
+
+
+def _said_after(a: Entry, b: Entry) -> bool:
+    """Whether ``a`` was said after ``b`` (False when either has no time)."""
+    try:
+        return a.timestamp is not None and b.timestamp is not None and a.timestamp > b.timestamp
+    except TypeError:  # a naive and an aware time (entries built by hand): no order known
+        return False
 
 
 def _ambiguous(old: Entry, new: Entry) -> bool:

@@ -60,6 +60,27 @@ def check_batch(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
     return vectors
 
 
+class _Checked:
+    """A caller's embedder whose every batch is checked (:func:`check_batch`): a wrong
+    dimension or a NaN raises :class:`EmbeddingError` before a vector is stored or searched,
+    where it would otherwise fail every later write and search of the user."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return check_batch(np.asarray(self.inner.embed(texts), dtype=np.float32), len(texts), self.dim,
+                           type(self.inner).__name__)
+
+
+def checked(embedder: Embedder) -> Embedder:
+    """``embedder`` with its batches checked, unless it is one of the built-in models (they
+    check their own)."""
+    return embedder if isinstance(embedder, _CachedEmbedder | _Checked) else _Checked(embedder)
+
+
 class _CachedEmbedder:
     """The LRU text cache shared by the local MiniLM embedders; subclasses supply ``_encode``.
 

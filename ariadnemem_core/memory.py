@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .config import Config
-from .embedding import Embedder, MiniLMEmbedder
+from .embedding import Embedder, MiniLMEmbedder, checked
 from .errors import AriadneMemError, ExtractionError, InvalidInputError, NotFoundError, StoreError
 from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
-from .limits import load_json, replace_surrogates
-from .models import Entry, Scope, Turn, UpdateEdge, clean_text
+from .limits import check_vector, load_json, replace_surrogates
+from .models import Entry, Scope, Turn, UpdateEdge, check_unicode, clean_text
 from .storage_view import StorageView
 from .store import Store, open_store
 
@@ -100,10 +100,13 @@ class AriadneMemory:
     ) -> None:
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
+        #: What ingest and retrieval embed with: a caller's model with every batch checked
+        #: (shape, finite values) before anything is stored or searched.
+        self._embedder: Embedder = checked(self.embedder)
         self._store: Store = open_store(path, dim=self.embedder.dim, embedder_name=self.embedder.name,
                                         chroma_client=chroma_client, chroma_host=chroma_host,
                                         chroma_port=chroma_port, lock_timeout=lock_timeout)
-        self._ingest = Ingestor(self._store, self.embedder, self.config, extractor)
+        self._ingest = Ingestor(self._store, self._embedder, self.config, extractor)
         #: Whole-store operations (import, export, clear, doctor) take turns with each other.
         self._write_lock = threading.RLock()
         #: Writes of one user take turns (a window is extracted once, in order); writes of
@@ -282,6 +285,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
+        user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         found = self._store.get([entry_id], user_id)
         if entry_id not in found:
             raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
@@ -296,7 +300,7 @@ class AriadneMemory:
         Returns:
             The update edges (LINKs recorded by coarsening).
         """
-        return self._store.edges(user_id)
+        return self._store.edges(_user(user_id))
 
     def history(self, entry_id: str, *, user_id: str = "default") -> list[Entry]:
         """The update chain through ``entry_id``, oldest state first.
@@ -362,6 +366,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no such entry for that user.
         """
+        user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         with self._user_locks.hold(user_id):
             if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
@@ -383,6 +388,7 @@ class AriadneMemory:
         Raises:
             NotFoundError: no update link ``old_id -> new_id`` for that user.
         """
+        user_id, old_id, new_id = _user(user_id), _entry_id(old_id, "old_id"), _entry_id(new_id, "new_id")
         with self._user_locks.hold(user_id):
             if not self._store.unlink(user_id, old_id, new_id):
                 raise NotFoundError(f"no update link {old_id!r} -> {new_id!r} for user {user_id!r}")
@@ -516,9 +522,14 @@ class AriadneMemory:
         from .reasoning import build_evidence_graph
 
         query = check_query(query)
+        scope = Scope(user_id, agent_id, session_id)
+        if query_vector is not None:
+            query_vector = check_vector(query_vector, self.embedder.dim, "query_vector")
+        if config is not None and not isinstance(config, Config):
+            raise InvalidInputError("config", f"expected a Config, got {type(config).__name__}")
         with self._store.reading(user_id):  # one consistent view (a server backend's snapshot cache)
-            return build_evidence_graph(self._store, self.embedder, config or self.config, query,
-                                        Scope(user_id, agent_id, session_id), query_vector=query_vector)
+            return build_evidence_graph(self._store, self._embedder, config or self.config, query, scope,
+                                        query_vector=query_vector)
 
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
         """:meth:`add` in a worker thread (embedding is CPU work; the event loop stays free).
@@ -629,8 +640,25 @@ def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
         yield row
 
 
+def _user(user_id: object) -> str:
+    """A user id as every read and write takes it: a non-empty string. None never means
+    "any user" here (the store's internal reads use it so): another user's entry is not
+    found, not returned."""
+    return Scope(user_id).user_id  # type: ignore[arg-type]
+
+
+def _entry_id(value: object, field_name: str) -> str:
+    """An entry id as a non-empty string that encodes as UTF-8 (it is a key of every index)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(field_name, f"expected a non-empty string, got {type(value).__name__}")
+    check_unicode(value, field_name)
+    return value
+
+
 def read_export_lines(path: str | Path) -> Generator[tuple[int, dict[str, Any]], None, None]:
     """:func:`read_export` with each record's line number (for error messages)."""
+    if not Path(path).is_file():
+        raise InvalidInputError(str(path), "no such export file" if not Path(path).exists() else "not a file")
     with Path(path).open(encoding="utf-8") as fh:
         first = True
         try:

@@ -350,3 +350,108 @@ def test_hundred_kilobyte_question_is_bounded_and_fast(mem):
     assert big.to_text() == mem.retrieve(question[-MAX_QUERY_CHARS:]).to_text()
     assert "Alps" in big.to_text()
     _assert_unchanged(mem, before)
+
+
+# --------------------------------------------------------------------------- ids, vectors, files
+def test_no_user_id_never_means_any_user(mem):
+    """``get``, ``history``, ``delete``, ``unlink`` and ``edges`` take a user id as every read
+    does: None or "" is an error naming ``user_id``, never a read across users."""
+    mem.add(turn("Bob", "My locker code is 4471.", 600), user_id="bob")
+    mem.flush()
+    bob = mem.entries("bob")[0].id
+    before = _snapshot(mem)
+    for call in (lambda u: mem.get(bob, user_id=u), lambda u: mem.history(bob, user_id=u),
+                 lambda u: mem.delete(bob, user_id=u), lambda u: mem.unlink(bob, bob, user_id=u),
+                 lambda u: mem.edges(u)):
+        for bad in (None, "", 5):
+            with pytest.raises(InvalidInputError) as info:
+                call(bad)
+            assert info.value.field == "user_id"
+    assert [e.id for e in mem.entries("bob")] == [bob]
+    _assert_unchanged(mem, before)
+
+
+@pytest.mark.parametrize("bad", ["\ud800", ["e-1"], None, ""])
+def test_bad_entry_ids_are_rejected_naming_the_field(mem, bad):
+    before = _snapshot(mem)
+    for call, field in ((mem.get, "entry_id"), (mem.history, "entry_id"), (mem.delete, "entry_id"),
+                        (lambda i: mem.unlink(i, "e-2"), "old_id"), (lambda i: mem.unlink("e-2", i), "new_id")):
+        with pytest.raises(InvalidInputError) as info:
+            call(bad)
+        assert info.value.field == field
+    _assert_unchanged(mem, before)
+    _assert_still_usable(mem)
+
+
+def test_query_vector_and_config_are_checked(mem):
+    """A query vector of another length, of NaN, or not numbers, and a config that is no
+    ``Config``, are input errors, not a crash or a ranking computed from NaN."""
+    import numpy as np
+
+    dim = mem.embedder.dim
+    for bad in (np.ones(10), np.full(dim, np.nan), np.ones((2, dim)), ["a"] * dim):
+        with pytest.raises(InvalidInputError) as info:
+            mem.retrieve(QUESTION, query_vector=bad)
+        assert info.value.field == "query_vector"
+    with pytest.raises(InvalidInputError) as info:
+        mem.retrieve(QUESTION, config={"token_budget": 5})  # type: ignore[arg-type]
+    assert info.value.field == "config"
+    good = mem.embedder.embed([QUESTION])[0]
+    assert mem.retrieve(QUESTION, query_vector=list(good)).facts
+
+
+def test_importing_a_missing_file_or_a_directory_is_an_input_error(mem, tmp_path):
+    before = _snapshot(mem)
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(InvalidInputError):
+            mem.import_(path)
+    _assert_unchanged(mem, before)
+
+
+def test_a_closed_memory_refuses_reads_with_a_store_error(make_memory):
+    from ariadnemem_core.errors import StoreError
+
+    m = make_memory(hashing=True)
+    m.add(turn("Ana", "I keep bees on the roof.", 1))
+    m.flush()
+    m.retrieve("What does Ana keep?")
+    m.close()
+    for call in (lambda: m.retrieve("What does Ana keep?"), lambda: m.answer("What does Ana keep?")):
+        with pytest.raises(StoreError, match="closed"):
+            call()
+
+
+def test_an_embedder_of_the_wrong_size_is_caught_before_anything_is_stored(make_memory):
+    """A caller's embedder that returns vectors of another length (or NaN) raises an
+    ``EmbeddingError`` at flush; the turn stays pending and is stored once the model works,
+    and the user's memory is never wedged."""
+    import numpy as np
+
+    from ariadnemem_core.embedding import HashEmbedder
+    from ariadnemem_core.errors import EmbeddingError
+
+    class Flaky(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bad: str | None = "short"
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            v = super().embed(texts)
+            if self.bad == "short":
+                return v[:, :10]
+            return np.full_like(v, np.nan) if self.bad == "nan" else v
+
+    emb = Flaky()
+    m = make_memory(embedder=emb)
+    m.add(turn("Ann", "Ann owns a red kayak.", 1))
+    for bad in ("short", "nan"):
+        emb.bad = bad
+        with pytest.raises(EmbeddingError):
+            m.flush()
+        assert m.entries() == [] and len(m.storage.pending()) == 1
+        with pytest.raises(EmbeddingError):
+            m.retrieve("What does Ann own?")
+    emb.bad = None
+    m.flush()
+    assert [e.text for e in m.entries()] == ["Ann owns a red kayak."]
+    assert "kayak" in m.retrieve("What does Ann own?").to_text()

@@ -95,6 +95,23 @@ def test_deleting_and_forgetting_take_the_message_view_along(make_memory) -> Non
     assert set(_view(mem, "v")) == {"ev", "decoy", "other"}  # the other user keeps theirs
 
 
+def test_deleting_one_sentence_keeps_the_message_of_the_others(make_memory) -> None:
+    """The message of a turn whose other sentences remain is derived again from them: its
+    words leave with the deleted sentence, the rest can still be found as a message."""
+    mem = make_memory("sibling", _knobs(), hashing=True)
+    _fill(mem)
+    gamma = next(e for e in mem.entries(user_id="u") if "ev" in e.source_turn_ids and "Gamma" in e.text)
+    before = _view(mem)["ev"][0]
+    mem.delete(gamma.id, user_id="u")
+    after = _view(mem)["ev"][0]
+    assert after == sorted(set(before) - {gamma.id}) and after
+    turns = {t for t, _ in mem._store.message_lexical(Scope("u"), "alpha delta", 5)}
+    assert "ev" in turns
+    assert "ev" not in {t for t, _ in mem._store.message_lexical(Scope("u"), "sss", 5)}
+    report = mem.doctor()
+    assert _view(mem)["ev"][0] == after and report["messages"] == 3  # what a rebuild derives
+
+
 def test_an_import_carries_the_message_view(make_memory, tmp_path) -> None:
     src = make_memory("src", _knobs(), hashing=True)
     _fill(src)

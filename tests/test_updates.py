@@ -21,7 +21,7 @@ from ariadnemem_core.coarsening import (
     says_change,
     update_reason,
 )
-from ariadnemem_core.models import Entry
+from ariadnemem_core.models import Entry, Turn
 from tests.conftest import BOTH_BACKENDS
 
 pytestmark = BOTH_BACKENDS
@@ -289,6 +289,30 @@ def test_new_on_a_word_of_the_old_statement_renews_only_a_contact() -> None:
     names = frozenset({"user", "linkedin", "linkedin profile", "profile", "role", "new", "reflect", "increased",
                        "leslie"})
     assert update_reason(old, new, 0.66, Config(), Surroundings([new], []), names) is None
+
+
+@BOTH_BACKENDS
+def test_a_statement_said_earlier_never_supersedes_a_later_one(make_memory) -> None:
+    """Turns may arrive out of time order: "moved to 3 pm" said on the 5th stays the latest
+    state when "is at 2 pm" said on the 4th arrives after it (in one batch or in a later
+    window); in time order the same two are linked as before."""
+    from datetime import timedelta
+
+    day = JULY.replace(tzinfo=UTC)
+    moved = Turn("Leo", "The kickoff meeting moved to 3 pm.", day + timedelta(days=1))
+    first = Turn("Leo", "The kickoff meeting is at 2 pm on Friday.", day)
+    mem = make_memory(hashing=False)
+    mem.add([moved, first], user_id="batch")
+    mem.add(moved, user_id="windows")
+    mem.flush()
+    mem.add(first, user_id="windows")
+    mem.add([first, moved], user_id="ordered")
+    mem.flush()
+    for user in ("batch", "windows"):
+        assert mem.edges(user) == [] and all(e.valid_until is None for e in mem.entries(user))
+        assert "3 pm" in mem.answer("When is the kickoff meeting?", user_id=user).text
+    (edge,) = mem.edges("ordered")
+    assert "2 pm" in mem.get(edge.src, user_id="ordered").text and "3 pm" in mem.get(edge.dst, user_id="ordered").text
 
 
 def test_naming_the_old_value_as_ended_is_a_change() -> None:

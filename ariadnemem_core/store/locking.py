@@ -189,6 +189,8 @@ class Guarded:
         """``compute()`` once per store generation (bounded LRU). Only for values the
         retrieval path treats as read-only; the public facade reads bypass it."""
         with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
             cache = self._fresh_cache()
             if key in cache:
                 return cache[key]  # marks it recently used

@@ -846,6 +846,12 @@ class Records(Guarded):
                    (entry.seq, scope_tokens(entry), fts_body(entry)))
 
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+        turns = {(e.user_id, t) for e in entries for t in e.source_turn_ids}
+        mates: set[str] = set()
+        for user_id, turn_id in turns:
+            for (ids,) in db.execute("SELECT entry_ids FROM messages WHERE user_id = ? AND turn_id = ?",
+                                     (user_id, turn_id)):
+                mates.update(json.loads(ids))
         for e in entries:
             db.execute("DELETE FROM entries WHERE id = ?", (e.id,))
             db.execute("DELETE FROM entries_fts WHERE rowid = ?", (e.seq,))
@@ -856,6 +862,14 @@ class Records(Guarded):
             # The message view of its turns goes with it: it holds the message's words.
             for turn_id in e.source_turn_ids:
                 delete_messages(db, e.user_id, turn_id)
+        # ... and is derived again from the entries of those turns that remain ("I adopted a
+        # parrot. I also bought a kayak.": deleting the parrot keeps the kayak's message).
+        rest = sorted(mates - {e.id for e in entries})
+        for start in range(0, len(rest), 500):
+            chunk = rest[start : start + 500]
+            rows = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
+                              chunk)
+            insert_messages(db, [m for m in message_rows(readable(rows.fetchall())) if (m.user_id, m.turn_id) in turns])
 
 
 # ---------------------------------------------------------------------- the message view
