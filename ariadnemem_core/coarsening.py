@@ -1376,9 +1376,9 @@ def _unshared_change(pa: _Profile, pb: _Profile, around: Surroundings, changed: 
     ties two plans of one profile: on the BEAM tuning conversations asked as one log, 4 of
     7 links across two conversations and no link of any update suite), an old value the
     turn names as ended ("The Hilton overbooked, so we switched to the Marriott"), or a
-    turn whose change cue
-    names the slot ("The landlord raised the rent. Starting June we pay $1,600 a month.":
-    the cue and the slot word in one sentence, the value in the next)."""
+    turn whose change cue names the slot ("The landlord raised the rent. Starting June we
+    pay $1,600 a month.": the cue and the slot word in one sentence, the value in the
+    next)."""
     if len(changed) != 1:
         return None
     if changed[0] in _CONTACTS and (own_strong or pb.weak or bool(pb.new_slots & pa.slots)):

@@ -340,9 +340,9 @@ def _latest_close(question: str, pool: list[Any], facts: list[Any], when: dateti
                   and weight[id(f)] > 0 and not _WONDERS.search(str(f.text)) and _about(best, f, asked)
                   and says_change(old, _entry(f))]
     elif when is not None:
-        # The start asked: a best fact that says it changed ("we switched him to Purina Pro
-        # Plan", "finally cancelled my old membership") points back to the state before it,
-        # an earlier statement it may replace, when that one scores within PAST_SHARE.
+        # The start asked: a best fact that says it changed ("rent went up to $1,790", "we
+        # switched him to Purina Pro Plan") points back to the state before it, an earlier
+        # statement it may replace, when that one scores within PAST_SHARE.
         close += [f for f in pool if getattr(f, "timestamp", None) is not None and f.timestamp < stamp
                   and weight[id(f)] >= PAST_SHARE * weight[id(best)] and not _ASKS.search(str(f.text))
                   and says_change(_entry(f), old)]
