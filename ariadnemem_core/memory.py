@@ -438,9 +438,9 @@ class AriadneMemory:
         link stays); a file with several hard links is rewritten in place, after the
         whole export was written aside, so its links are not split. A special file
         (``/dev/stdout``, a FIFO, a device) is written through in place, never replaced
-        by a regular file, and a failed write (``/dev/full``) is an error. A directory,
-        or a path whose directory does not exist, is an :class:`InvalidInputError`; any
-        other write failure a :class:`StoreError`.
+        by a regular file, and a failed write (``/dev/full``) is an error. A directory, a
+        path whose directory does not exist, or a path inside the store's own directory is
+        an :class:`InvalidInputError`; any other write failure a :class:`StoreError`.
 
         Args:
             path: the file to write.
@@ -459,6 +459,11 @@ class AriadneMemory:
             mode = None
         except OSError as exc:
             raise StoreError(f"cannot export to {target}: {exc.strerror or exc}") from None
+        home = self._store.path
+        if home is not None and target.resolve().is_relative_to(Path(home).resolve()):
+            # Replacing the records file (or an index) with the export would destroy every
+            # user's memory.
+            raise InvalidInputError("path", f"{target} is inside the store's directory {home}; export elsewhere")
         if mode is not None and stat.S_ISDIR(mode):
             raise InvalidInputError("path", f"{target} is a directory; name a file inside it")
         if mode is None and not target.parent.is_dir():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import unicodedata
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,24 @@ def iso(ts: datetime | None) -> str | None:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+#: Line breaks the core keeps as newlines when it removes control characters.
+_LINE_BREAKS = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
+
+
+def said(text: object) -> str:
+    """What a framework's message says, as a :class:`Turn` would keep it: control
+    characters removed (C0 but tab and newline, DEL, C1), blank ends stripped, a lone
+    surrogate replaced (U+FFFD); "" for None. A message of nothing else is skipped by the
+    adapters rather than rejected: a rejected message would fail the whole batch it came
+    in, and a framework that hands over a batch (LlamaIndex's memory flushing its
+    short-term window) would lose the others."""
+    if text is None:
+        return ""
+    s = str(text).replace("\r\n", "\n").translate(_LINE_BREAKS)
+    s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return "".join(c for c in s if c in "\n\t" or unicodedata.category(c) != "Cc").strip()
 
 
 def make_turn(speaker: str, text: str, *, turn_id: str | None = None,

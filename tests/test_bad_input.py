@@ -455,3 +455,17 @@ def test_an_embedder_of_the_wrong_size_is_caught_before_anything_is_stored(make_
     m.flush()
     assert [e.text for e in m.entries()] == ["Ann owns a red kayak."]
     assert "kayak" in m.retrieve("What does Ann own?").to_text()
+
+
+def test_an_export_never_replaces_the_stores_own_files(make_memory):
+    """An export aimed inside the store's directory (its records file above all) is refused:
+    replacing it would destroy every user's memory."""
+    m = make_memory("selfexport", hashing=True)
+    m.add(turn("Ana", "I keep bees on the roof.", 1), user_id="ana")
+    m.add(turn("Ben", "I keep a kayak in the garage.", 2), user_id="ben")
+    m.flush()
+    for name in ("memory.sqlite3", "ariadnemem/memory.sqlite3", "new-export.jsonl"):
+        with pytest.raises(InvalidInputError, match="inside the store"):
+            m.export(m.path / name, user_id="ana")
+    assert {u for u in m.users()} == {"ana", "ben"}
+    assert "bees" in m.retrieve("What does Ana keep?", user_id="ana").to_text()

@@ -360,3 +360,17 @@ def test_import_errors_name_the_extra() -> None:
     assert 'pip install "ariadnemem[langchain-classic]"' in out[2]
     assert 'pip install "ariadnemem[llama-index]"' in out[3]
     assert out[4] == "imported"
+
+
+def test_legacy_memory_skips_what_says_nothing(memory: AriadneMemory) -> None:
+    """An input of control characters or None is skipped (not stored as "None", not an
+    error that loses the answer beside it)."""
+    from ariadnemem_integrations.langchain.legacy import AriadneMemConversationMemory
+
+    legacy = AriadneMemConversationMemory(memory=memory, user_id="legacy-empty")
+    assert legacy.load_memory_variables({"input": "\x00\x01"}) == {"history": ""}
+    legacy.save_context({"input": "\x00"}, {"output": "Zed's locker code is 5512."})
+    legacy.save_context({"input": None}, {"output": None})
+    texts = [e.text for e in memory.entries("legacy-empty")]
+    assert any("5512" in t for t in texts) and not any("None" in t for t in texts)
+    legacy.clear()

@@ -332,3 +332,37 @@ def test_namespace_conditions_match_like_in_memory_store(prefix: tuple[str, ...]
     assert sorted(ns for ns in NAMESPACES if all(matches_namespace(c, ns) for c in conditions)) == sorted(expected)
     with pytest.raises(ValueError, match="match type"):
         matches_namespace(MatchCondition("infix", ("a",)), ("a",))  # type: ignore[arg-type]
+
+
+def test_concurrent_puts_to_one_key_keep_one_value_and_deletes_are_idempotent(store: AriadneMemStore) -> None:
+    """A put reads a key's facts, deletes them and adds the new value: puts from several
+    threads take turns, so the key ends with one value (the last write wins), and deleting
+    a key several times at once raises nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ns = ("memories", "maya")
+    store.put(ns, "city", {"content": "Maya lives in Lisbon."})
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(lambda c: store.put(ns, "city", {"content": f"Maya lives in {c}."}),
+                    ("Porto", "Rome", "Oslo", "Paris")))
+    item = store.get(ns, "city")
+    assert item is not None and len(item.value["facts"]) == 1
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(lambda _: store.delete(ns, "city"), range(4)))
+    assert store.get(ns, "city") is None
+
+
+def test_batch_checks_namespaces_and_values_as_put_does(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    """Ops handed to ``batch`` directly meet LangGraph's namespace rules (a label with a
+    period, the "langgraph" root), so nothing is written that ``get`` and ``delete`` could
+    not reach; a value that is no dict is an input error naming it."""
+    from ariadnemem_core import InvalidInputError
+
+    for ns in (("memories", "a.b"), ("langgraph", "maya"), ("memories", "")):
+        with pytest.raises(InvalidNamespaceError):
+            store.batch([PutOp(ns, "g", {"content": "Maya plays tennis."})])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([GetOp(("memories", "a.b"), "g")])
+    with pytest.raises(InvalidInputError, match="value"):
+        store.put(("memories", "maya"), "g", "Maya plays tennis.")  # type: ignore[arg-type]
+    assert memory.users() == {}

@@ -240,3 +240,16 @@ def test_truncation_keeps_newer_states() -> None:
                           edges=[("old", "new", "update")])
     order = graph.truncation_order()
     assert order == [{"mid"}, {"old"}, {"new"}]  # "new" is never dropped before "old"
+
+
+async def test_a_message_of_control_characters_is_skipped_not_the_batch(tmp_path: Path) -> None:
+    """A message that says nothing once control characters are removed is skipped: the
+    other messages flushed out of the short-term window with it still reach the memory."""
+    with AriadneMemory(tmp_path / "control", embedder=HashEmbedder()) as mem:
+        block = AriadneMemBlock(memory=mem, user_id="ravi")
+        await block.aput([ChatMessage(role="user", content="My gym locker is number 31."),
+                          ChatMessage(role="user", content="\x01\x00"),
+                          ChatMessage(role="assistant", content="Locker 31, noted.")])
+        assert mem.stats("ravi")["turns_seen"] == 2
+        assert any("31" in e.text for e in mem.entries("ravi"))
+        assert await block.aget(messages=[ChatMessage(role="user", content="\x02")]) == ""

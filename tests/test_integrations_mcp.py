@@ -224,6 +224,25 @@ async def test_scope_arguments_only_with_per_call_scope(tmp_path: Path) -> None:
             create_server(mem, user_id="")
 
 
+async def test_empty_ids_are_refused_with_a_reason(tmp_path: Path) -> None:
+    """An empty entry id says why it is refused; with per-call scope an empty user or agent
+    id is refused, never read as "not given" (the default user's memory, or every agent of
+    the user for ``forget_user``)."""
+    with AriadneMemory(tmp_path / "m", embedder=HashEmbedder()) as mem:
+        mem.add({"speaker": "Alice", "text": "Alice's bank PIN is 4821."}, user_id="alice")
+        mem.add({"speaker": "Bob", "text": "Bob's bike is blue."}, user_id="bob", agent_id="a1")
+        mem.flush()
+        server = create_server(mem, user_id="alice", per_call_scope=True)
+        for tool in ("history", "delete_entry"):
+            with pytest.raises(ToolError, match="entry_id"):
+                await server.call_tool(tool, {"entry_id": ""})
+        with pytest.raises(ToolError, match="user_id"):
+            await server.call_tool("retrieve", {"query": "bank PIN", "user_id": ""})
+        with pytest.raises(ToolError, match="agent_id"):
+            await server.call_tool("forget_user", {"confirm": "bob", "user_id": "bob", "agent_id": ""})
+        assert mem.entries("bob") and mem.entries("alice")
+
+
 async def test_agent_scope_hides_other_agents_entries(tmp_path: Path) -> None:
     with AriadneMemory(tmp_path / "m", embedder=HashEmbedder()) as mem:
         mem.add({"speaker": "Ann", "text": "Ann's badge number is 77."}, user_id="ann", agent_id="a1")

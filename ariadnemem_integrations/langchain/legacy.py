@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field  # noqa: E402
 
 from ariadnemem_core import AriadneMemory, Turn  # noqa: E402
 
-from .._compat import astore_turns, make_turn, scope_kwargs, store_turns  # noqa: E402
+from .._compat import astore_turns, make_turn, said, scope_kwargs, store_turns  # noqa: E402
 
 
 class AriadneMemConversationMemory(BaseMemory):
@@ -54,13 +54,13 @@ class AriadneMemConversationMemory(BaseMemory):
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         query = self._input(inputs)
-        if not query.strip():
+        if not query:
             return {self.memory_key: ""}
         return {self.memory_key: _text(self.memory.retrieve(query, **self._scope()))}
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         query = self._input(inputs)
-        if not query.strip():
+        if not query:
             return {self.memory_key: ""}
         return {self.memory_key: _text(await self.memory.aretrieve(query, **self._scope()))}
 
@@ -82,7 +82,7 @@ class AriadneMemConversationMemory(BaseMemory):
 
     def _input(self, inputs: dict[str, Any]) -> str:
         key = self.input_key or get_prompt_input_key(inputs, self.memory_variables)
-        return str(inputs[key])
+        return said(inputs[key])
 
     def _turns(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> list[Turn]:
         if self.output_key:
@@ -91,9 +91,9 @@ class AriadneMemConversationMemory(BaseMemory):
             output_key = next(iter(outputs))
         else:
             raise ValueError(f"One output key expected, got {sorted(outputs)}; set output_key")
-        pairs = [(self.human_prefix, self._input(inputs)), (self.ai_prefix, str(outputs[output_key]))]
+        pairs = [(self.human_prefix, self._input(inputs)), (self.ai_prefix, said(outputs[output_key]))]
         meta = {"source": "langchain_classic"}
-        return [make_turn(speaker, text, metadata=meta) for speaker, text in pairs if text.strip()]
+        return [make_turn(speaker, text, metadata=meta) for speaker, text in pairs if text]
 
 
 def _text(graph: Any) -> str:

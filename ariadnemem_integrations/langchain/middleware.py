@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 
 from ariadnemem_core import AriadneMemory, EvidenceGraph, Turn  # noqa: E402
 
-from .._compat import astore_turns, make_turn, scope_kwargs, store_turns  # noqa: E402
+from .._compat import astore_turns, make_turn, said, scope_kwargs, store_turns  # noqa: E402
 from .tools import create_memory_tools  # noqa: E402
 
 #: Put before the serialized graph in the system message.
@@ -138,12 +138,12 @@ class AriadneMemMiddleware(AgentMiddleware):
         pairs: list[tuple[str, AnyMessage]] = [(self.user_speaker, messages[i])]
         if self.store_ai:
             answer = next((m for m in reversed(messages[i + 1:])
-                           if isinstance(m, AIMessage) and m.text.strip()), None)
+                           if isinstance(m, AIMessage) and said(m.text)), None)
             if answer is not None:
                 pairs.append((self.ai_speaker, answer))
         turns = []
         for speaker, message in pairs:
-            text = message.text.strip()
+            text = said(message.text)
             if not text or (message.id and message.id in self._stored):
                 continue  # empty, or already stored by an earlier run on the same thread
             turns.append(make_turn(speaker, text, turn_id=message.id,
@@ -164,7 +164,7 @@ def _latest_index(messages: list[AnyMessage], kind: type) -> int | None:
 
 def _latest_user_text(messages: list[AnyMessage]) -> str:
     i = _latest_index(messages, HumanMessage)
-    return messages[i].text.strip() if i is not None else ""
+    return said(messages[i].text) if i is not None else ""
 
 
 def _append_system(system: SystemMessage | None, text: str) -> SystemMessage:

@@ -30,7 +30,9 @@ What differs from a key-value store (``InMemoryStore``), by design:
   finds uninformative may leave no fact, and then ``get`` returns None.
 * ``put`` on an existing key replaces the facts extracted from that key; ``delete``
   removes every fact whose provenance includes the key (a fact MERGEd from several puts
-  goes with any of them).
+  goes with any of them). Writes of one store take turns: puts to one key from several
+  threads leave the last one, and deleting a key twice at once raises nothing. Ops handed
+  to ``batch`` directly meet the namespace rules ``put`` checks.
 * ``search(query=...)`` runs AriadneMem's retrieval (hybrid search, bridges, node
   budget) in one user's memory, so the namespace prefix must name the user; results are
   one item per key, best first, ``score`` being the best fact's score. Facts that did not
@@ -41,14 +43,16 @@ What differs from a key-value store (``InMemoryStore``), by design:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ariadnemem_core import AriadneMemory, Entry, Scope, Turn
+from ariadnemem_core import AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn
 
-from .._compat import require
+from .._compat import require, said
 
 require("langgraph.store.base", "langchain", "AriadneMemStore")
 
@@ -96,6 +100,9 @@ class AriadneMemStore(BaseStore):
         self.prefix = tuple(prefix)
         self.speaker = speaker
         self.flush = flush
+        #: A put reads a key's facts, deletes them and adds the new value: two puts (or a
+        #: put and a delete) of one store take turns, so the last write wins whole.
+        self._writing = threading.RLock()
 
     # ------------------------------------------------------------------ mapping
     def scope_of(self, namespace: tuple[str, ...], *, partial: bool = False) -> Scope:
@@ -181,6 +188,8 @@ class AriadneMemStore(BaseStore):
         old = [e for e in self._entries(scope) if self.namespace_of(e) == ns and self._has_key(e, op.key)]
         if op.value is not None:
             # Validate (and build) the turn before deleting anything it replaces.
+            if not isinstance(op.value, Mapping):
+                raise InvalidInputError("value", f"a put's value must be a dict, got {type(op.value).__name__}")
             value = dict(op.value)
             meta: dict[str, Any] = {"langgraph_key": op.key, "langgraph_value": value}
             if not value.get("speaker"):
@@ -190,7 +199,8 @@ class AriadneMemStore(BaseStore):
             turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
                         TURN_PREFIX + op.key, meta)
         for e in old:
-            self.memory.delete(e.id, user_id=scope.user_id)
+            with contextlib.suppress(NotFoundError):  # already gone: a key deleted twice is deleted once
+                self.memory.delete(e.id, user_id=scope.user_id)
         if op.value is None:
             return
         self.memory.add(turn, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
@@ -234,6 +244,7 @@ class AriadneMemStore(BaseStore):
         results: list[Result] = []
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
+            _check_labels(op)
             if isinstance(op, GetOp):
                 results.append(self._get(op))
             elif isinstance(op, SearchOp):
@@ -246,8 +257,9 @@ class AriadneMemStore(BaseStore):
                 results.append(None)
             else:
                 raise ValueError(f"unknown operation type: {type(op).__name__}")
-        for op in writes.values():
-            self._put(op)
+        with self._writing:
+            for op in writes.values():
+                self._put(op)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -255,12 +267,29 @@ class AriadneMemStore(BaseStore):
         return await asyncio.to_thread(self.batch, list(ops))
 
 
+def _check_labels(op: Op) -> None:
+    """LangGraph's rules for namespace labels, for ops handed to ``batch`` directly
+    (``BaseStore.put``, ``get`` and ``delete`` check them before batching): non-empty
+    strings without a period, and no ``"langgraph"`` root for a write. A namespace written
+    past them could be listed but never read or deleted again."""
+    namespace = op.namespace_prefix if isinstance(op, SearchOp) else getattr(op, "namespace", None)
+    if namespace is None:
+        return
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label:
+            raise InvalidNamespaceError(
+                f"namespace labels must be non-empty strings without a period ('.'), got {tuple(namespace)!r}")
+    if isinstance(op, PutOp) and (not namespace or namespace[0] == "langgraph"):
+        raise InvalidNamespaceError(
+            f'a namespace cannot be empty or have the root label "langgraph", got {namespace!r}')
+
+
 def _text_of(value: Mapping[str, Any]) -> str:
     """The text a put stores: the first string among the usual fields (LangMem nests its
     content one level: ``{"kind": ..., "content": {"content": ...}}``), else the JSON."""
     for field in TEXT_FIELDS:
         v = value.get(field)
-        if isinstance(v, str) and v.strip():
+        if isinstance(v, str) and said(v):
             return v
         if isinstance(v, Mapping):
             inner = _text_of(v)

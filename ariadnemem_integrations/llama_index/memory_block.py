@@ -29,7 +29,7 @@ from llama_index.core.memory import BaseMemoryBlock
 
 from ariadnemem_core import EvidenceGraph
 
-from .._compat import astore_turns, make_turn, scope_kwargs
+from .._compat import astore_turns, make_turn, said, scope_kwargs
 
 #: Graphs remembered by their text, so ``atruncate`` can drop facts instead of characters.
 _GRAPH_CACHE = 16
@@ -69,7 +69,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
         turns = []
         for m in messages:
             speaker = self.speakers.get(str(getattr(m.role, "value", m.role)))
-            text = (m.content or "").strip()
+            text = said(m.content)
             if speaker and text:
                 turns.append(make_turn(speaker, text, metadata={"source": "llama_index"}))
         await astore_turns(self.memory, turns, flush=self.flush, **self._scope())
@@ -101,7 +101,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
 def _latest_user_text(messages: list[ChatMessage]) -> str:
     for m in reversed(messages):
         if str(getattr(m.role, "value", m.role)) == "user":
-            return (m.content or "").strip()
+            return said(m.content)
     return ""
 
 

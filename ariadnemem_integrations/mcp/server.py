@@ -84,6 +84,8 @@ class MemoryTools:
             entry = self.memory.get(entry_id, user_id=scope.user_id)
         except NotFoundError:
             raise missing from None
+        except InvalidInputError as exc:  # an empty or malformed id: tell the client why
+            raise ToolError(str(exc)) from None
         if (scope.agent_id and entry.agent_id != scope.agent_id) or (
                 scope.session_id and entry.session_id != scope.session_id):
             raise missing
@@ -236,6 +238,11 @@ def _tool(tools: MemoryTools, name: str) -> Callable[..., Any]:
             user = kwargs.pop("user_id", None)
             agent = kwargs.pop("agent_id", None)
             session = kwargs.pop("session_id", None)
+            empty = [k for k, v in (("user_id", user), ("agent_id", agent), ("session_id", session)) if v == ""]
+            if empty:
+                # "" is no "not given": a gateway forwarding a missing id as "" must not read
+                # the default user's memory, nor widen a forget to every agent.
+                raise ToolError(f"invalid {empty[0]}: give a non-empty id, or leave it out for the server's default")
             try:
                 scope = Scope(user or scope.user_id, agent or scope.agent_id, session or scope.session_id)
             except InvalidInputError as exc:  # the client's own argument: tell it why
