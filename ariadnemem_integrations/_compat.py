@@ -67,7 +67,7 @@ _LINE_BREAKS = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
 def said(text: object) -> str:
     """What a framework's message says, as a :class:`Turn` would keep it: control
     characters removed (C0 but tab and newline, DEL, C1), blank ends stripped, a lone
-    surrogate replaced (U+FFFD); "" for None. A message of nothing else is skipped by the
+    surrogate replaced by U+FFFD marks; "" for None. A message of nothing else is skipped by the
     adapters rather than rejected: a rejected message would fail the whole batch it came
     in, and a framework that hands over a batch (LlamaIndex's memory flushing its
     short-term window) would lose the others."""
