@@ -20,6 +20,10 @@ from .errors import InvalidInputError
 MAX_TEXT_CHARS = 200_000
 #: Longest speaker name, id (turn, entry, user) or short field (topic, location, keyword).
 MAX_NAME_CHARS = 1_000
+#: ... and at most this many bytes in UTF-8: a user id and a speaker name share a Postgres
+#: index row (at most ~2,700 bytes), and 1,000 characters of CJK are 3,000 bytes (a turn
+#: accepted by ``add`` would otherwise fail every flush of its scope on Postgres).
+MAX_NAME_BYTES = 1_000
 #: Largest metadata, as JSON text in characters (an image caption is folded into the entry
 #: text, so it is bounded like text).
 MAX_METADATA_CHARS = MAX_TEXT_CHARS
@@ -80,7 +84,8 @@ def load_json(text: str, where: str) -> Any:
 
 def check_name(value: Any, field_name: str, *, optional: bool = False) -> str | None:
     """A speaker, id or short label: a non-empty ``str`` of at most ``MAX_NAME_CHARS``
-    characters on one line (newlines and tabs become spaces, so a name cannot start a
+    characters and ``MAX_NAME_BYTES`` bytes in UTF-8, without NUL (Postgres text holds
+    none), on one line (newlines and tabs become spaces, so a name cannot start a
     forged line in any prompt or document that prints it)."""
     if value is None and optional:
         return None
@@ -91,6 +96,11 @@ def check_name(value: Any, field_name: str, *, optional: bool = False) -> str | 
     m = SURROGATE.search(value)
     if m:
         raise InvalidInputError(field_name, f"contains a lone surrogate at position {m.start()}")
+    if "\x00" in value:
+        raise InvalidInputError(field_name, "contains a NUL character")
+    size = len(value.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise InvalidInputError(field_name, f"is {size} bytes in UTF-8; the limit is {MAX_NAME_BYTES}")
     return " ".join(value.split())
 
 

@@ -469,3 +469,21 @@ def test_an_export_never_replaces_the_stores_own_files(make_memory):
             m.export(m.path / name, user_id="ana")
     assert {u for u in m.users()} == {"ana", "ben"}
     assert "bees" in m.retrieve("What does Ana keep?", user_id="ana").to_text()
+
+
+def test_names_are_bounded_in_bytes_and_hold_no_nul(mem):
+    """A name of 1,000 CJK characters (3,000 bytes) would be accepted by ``add`` and then
+    fail every flush of its scope on Postgres (an index row holds ~2,700 bytes): names are
+    bounded in UTF-8 bytes too; a NUL (Postgres text holds none) is refused the same way."""
+    before = _snapshot(mem)
+    wide = "漢" * 400  # 400 characters, 1,200 bytes
+    with pytest.raises(InvalidInputError, match="bytes"):
+        mem.add([{"speaker": wide, "text": "I work at Acme."}])
+    for field, kwargs in (("user_id", {"user_id": wide}), ("user_id", {"user_id": "a\x00b"}),
+                          ("agent_id", {"agent_id": "a\x00b"})):
+        with pytest.raises(InvalidInputError) as info:
+            mem.add(turn("Ana", "I work at Acme.", 700), **kwargs)
+        assert info.value.field == field
+    _assert_unchanged(mem, before)
+    mem.add([{"speaker": "漢" * 333, "text": "I work at Acme."}])  # 999 bytes: accepted
+    _assert_still_usable(mem)

@@ -182,6 +182,72 @@ def test_credentials_never_appear(pg, caplog):
         "postgresql://u:***@h/db?sslpassword=***&sslmode=require"
 
 
+@pytest.mark.parametrize("password", ["ab?cd9Secret", "ab/cd9Secret", "ab#cd9Secret", "ab@cd9Secret", "ab%cdSecret"])
+def test_a_password_that_must_be_encoded_is_refused_without_a_trace_of_it(password):
+    """Python and libpq split such a URL differently, so no redaction could know the
+    password: it is refused before anything prints the URL."""
+    with pytest.raises(StoreError, match="percent-encoded") as info:
+        AriadneMemory(f"postgresql://app:{password}@127.0.0.1:1/memdb", embedder=HashEmbedder(), lock_timeout=2)
+    assert "cd9Secret" not in str(info.value) and "Secret" not in str(info.value)
+    with pytest.raises(StoreError, match="pool_size"):
+        AriadneMemory("postgresql://app@127.0.0.1:1/memdb?pool_size=abc", embedder=HashEmbedder(), lock_timeout=2)
+
+
+def test_a_pool_of_one_connection_extracts_and_stale_connections_are_replaced(pg):
+    """A scope's claim holds a connection of its own, so even a pool of one extracts (it
+    deadlocked); a pooled connection the server dropped is replaced before use."""
+    import psycopg
+
+    with AriadneMemory(pg + "&pool_size=1", embedder=HashEmbedder(), lock_timeout=5) as mem:
+        mem.add([turn("Maya", f"Maya planted {i} tulips in the garden.", i) for i in range(6)], user_id="u")
+        mem.flush()
+        assert len(mem.entries("u")) == 6 and mem.storage.pending() == []
+        conninfo = pg.rsplit("&schema=", 1)[0]
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE application_name = '' AND pid <> pg_backend_pid() AND datname = current_database() "
+                         "AND state = 'idle'")
+        assert mem.retrieve("How many tulips did Maya plant?", user_id="u").facts  # the first call works
+
+
+def test_lexical_totals_that_drifted_are_found_and_repaired(pg):
+    """BM25 never takes the logarithm of a negative number, and doctor() recounts a user's
+    lexical totals when they no longer count the entries (a forget that raced a commit
+    could leave them short before forgets and commits took turns)."""
+    import psycopg
+
+    with AriadneMemory(pg, embedder=HashEmbedder()) as mem:
+        mem.add([turn("Maya", f"Maya keeps {i} beehives on the roof.", i) for i in range(4)], user_id="u")
+        mem.flush()
+        schema = pg.rsplit("schema=", 1)[1]
+        with psycopg.connect(pg.rsplit("&schema=", 1)[0], autocommit=True) as conn:
+            conn.execute(f"UPDATE {schema}.lex_totals SET n_docs = 1 WHERE user_id = 'u'")
+            conn.execute(f"UPDATE {schema}.generations SET gen = gen + 1 WHERE user_id = 'u'")
+        assert mem.retrieve("beehives on the roof", user_id="u").facts  # no StoreError from ln()
+        report = mem.doctor()
+        assert report["drifted_users"] == ["u"]
+        assert mem.doctor(repair=False)["drifted_users"] == []
+
+
+@BOTH_BACKENDS
+def test_forget_and_flush_of_one_user_take_turns(make_memory):
+    """A forget after an acknowledged add removes what a racing flush commits, whatever
+    the order the two run in, on every backend."""
+    mem = make_memory(hashing=True)
+    other = make_memory(hashing=True)  # the same store, another host
+    for round_ in range(3):
+        mem.add([turn("Maya", f"Maya's locker code is {round_}{i}77.", i) for i in range(5)], user_id="u")
+        flusher = threading.Thread(target=other.flush)
+        flusher.start()
+        mem.forget("u")
+        flusher.join()
+        assert mem.entries("u") == [] and other.entries("u") == []
+        mem.add(turn("Maya", "Maya's bike is blue.", 9), user_id="u")
+        mem.flush()
+        assert "blue" in mem.retrieve("What colour is Maya's bike?", user_id="u").to_text()
+        mem.forget("u")
+
+
 def test_schema_is_versioned_and_newer_schemas_are_refused(pg):
     import psycopg
 

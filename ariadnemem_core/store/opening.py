@@ -7,9 +7,10 @@ A directory (or None, for a temporary one) opens the embedded SQLite + chromadb 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
 
@@ -29,6 +30,38 @@ def is_store_url(location: str | Path | None) -> bool:
     if not isinstance(location, str):
         return False
     return urlsplit(location).scheme.lower() in POSTGRES_SCHEMES and "://" in location
+
+
+def check_url_secret(url: str) -> None:
+    """Refuse a URL whose password holds a character it must percent-encode (``@``, ``/``,
+    ``?``, ``#``) or a broken escape (``%`` not followed by two hex digits, or bytes that
+    are no UTF-8).
+
+    Why: such a URL is split differently by Python (``urlsplit``: at the last ``@``) and by
+    libpq (at the first), so no redaction can know which part is the password, and part of
+    it would show in ``location``, ``repr`` and libpq's own error messages. The message
+    says what to do and holds nothing of the URL.
+
+    Raises:
+        StoreError: the URL's password must be percent-encoded first.
+    """
+    rest = url.split("://", 1)[1] if "://" in url else url
+    at = rest.rfind("@")
+    if at < 0:
+        return
+    userinfo = rest[:at]
+    user, colon, password = userinfo.partition(":")
+    cut = min((i for i in (password.find(c) for c in "@/?#") if i >= 0), default=-1)
+    # "host:5432/db?user=a@b" has no password: a port before the path is no secret.
+    bad = colon and ((cut >= 0 and not password[:cut].isdigit()) or "@" in user)
+    broken = re.search(r"%(?![0-9A-Fa-f]{2})", userinfo) is not None
+    try:
+        unquote(userinfo, errors="strict")  # "%cd" alone is no UTF-8
+    except UnicodeDecodeError:
+        broken = True
+    if bad or broken:
+        raise StoreError("the store URL's password holds a character that must be percent-encoded (@, /, ?, #, "
+                         "or a % not starting an escape): encode it, e.g. urllib.parse.quote(password, safe='')")
 
 
 def redact_url(url: str) -> str:

@@ -42,7 +42,7 @@ from ..errors import InvalidInputError, StoreError
 from ..models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 from . import lexical
 from .locking import lock_timeout_from_env
-from .opening import redact_url
+from .opening import check_url_secret, redact_url
 from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, check_schema_name
 from .records import (
     EXPORT_TABLES,
@@ -85,7 +85,7 @@ _LEXICAL_SQL = """
 WITH q AS (SELECT t, tsq FROM unnest(%(terms)s::text[], %(tsqs)s::text[]) AS q(t, tsq)),
 tot AS (SELECT n_docs::float8 AS n, total_len::float8 / GREATEST(n_docs, 1) AS avgdl
         FROM lex_totals WHERE user_id = %(user)s),
-idf AS (SELECT q.t, GREATEST(ln((tot.n - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
+idf AS (SELECT q.t, GREATEST(ln((GREATEST(tot.n - d.n, 0) + 0.5) / (d.n + 0.5)), 1e-6) AS idf
         FROM q CROSS JOIN tot CROSS JOIN LATERAL (
             SELECT count(*)::float8 AS n FROM entries e
             WHERE e.user_id = %(user)s AND e.lexemes @@ q.tsq::tsquery) d),
@@ -121,7 +121,10 @@ def split_url(url: str) -> tuple[str, str, int]:
         if key == "schema":
             schema = value
         elif key == "pool_size":
-            pool = int(value)
+            try:
+                pool = int(value)
+            except ValueError:
+                raise StoreError(f"pool_size must be a whole number, got {value!r}") from None
         else:
             kept.append((key, value))
     try:
@@ -198,9 +201,11 @@ class PostgresStore:
     EXACT_SEARCH_MAX = 20000
 
     def __init__(self, url: str, *, dim: int, embedder_name: str, lock_timeout: float | None = None) -> None:
+        check_url_secret(url)
         self._safe_url = redact_url(url)
         self._secret = urlsplit(url).password or ""
         conninfo, self.schema, pool_size = split_url(url)
+        self._conninfo = conninfo
         self.dim = dim
         self._lock_timeout = lock_timeout_from_env(lock_timeout)
         self._closed = False
@@ -210,9 +215,11 @@ class PostgresStore:
         self._lock_ms = int(self._lock_timeout * 1000)
         with self._errors("connect to"):
             self._migrate(conninfo, embedder_name)
+            # ``check``: a pooled connection the server dropped (a restart, a terminated
+            # backend) is replaced before use instead of failing the call that draws it.
             self._pool = ConnectionPool(conninfo, min_size=1, max_size=pool_size, open=False, name="ariadnemem",
                                         kwargs={"autocommit": True}, configure=self._configure,
-                                        timeout=self._lock_timeout)
+                                        timeout=self._lock_timeout, check=ConnectionPool.check_connection)
             try:
                 self._pool.open(wait=True, timeout=min(self._lock_timeout, 30.0))
             except BaseException:
@@ -234,8 +241,9 @@ class PostgresStore:
             conn.execute(f"SET lock_timeout = {self._lock_ms}")
             with conn.transaction():
                 # One migrator at a time across hosts (released at commit).
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                             (f"ariadnemem-migrate:{self.schema}",))
+                # One lock for the whole database, not per schema: CREATE EXTENSION is
+                # database-wide, and two schemas created at once raced on it.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("ariadnemem-migrate",))
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
                 conn.execute(f"SET LOCAL search_path TO {self.schema}, public")
@@ -420,12 +428,18 @@ class PostgresStore:
     def claim(self, scope: Scope) -> Iterator[None]:
         """Hold the scope's advisory lock while its pending turns are extracted.
 
-        A session lock on a pooled connection: another worker waits (at most
-        ``lock_timeout``) and then reads what is still pending; if this process dies, the
-        server drops the lock with its connection.
+        A session lock on a connection of its own, outside the pool: the extraction it
+        guards reads and writes through the pool, so a claim holding a pooled connection
+        starved it (a pool of one deadlocked; eight threads flushing waited out
+        ``lock_timeout``). Another worker waits (at most ``lock_timeout``) and then reads
+        what is still pending; if this process dies, the server drops the lock with its
+        connection.
         """
+        if self._closed:
+            raise StoreError("the store is closed")
         key = f"ariadnemem:{self.schema}:{json.dumps([scope.user_id, scope.agent_id, scope.session_id])}"
-        with self._conn("claim a scope in") as conn:
+        with self._errors("claim a scope in"), psycopg.connect(self._conninfo, autocommit=True) as conn:
+            conn.execute(f"SET lock_timeout = {self._lock_ms}")
             try:
                 conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
             except psycopg.errors.LockNotAvailable:
@@ -463,6 +477,7 @@ class PostgresStore:
         turns another worker already committed is rolled back (:class:`PendingConflict`)."""
         scope = commit.scope
         with self._tx() as cur:
+            self._hold_user(cur, scope.user_id)
             if commit.processed_pending:
                 cur.execute("DELETE FROM pending_turns WHERE user_id = %s AND seq = ANY(%s)",
                             (scope.user_id, list(commit.processed_pending)))
@@ -871,17 +886,32 @@ class PostgresStore:
         cur.execute("DELETE FROM attributes WHERE user_id = %s AND entry_id = ANY(%s)", (user_id, ids))
 
     def forget(self, scope: Scope) -> int:
-        victims = [e.id for e in self.entries(scope)]
+        """Every entry and pending turn of the scope, in one transaction that no window
+        commit of the user interleaves with: what was stored before it is gone, and a
+        flush racing it finds its pending turns gone and commits nothing. The user's
+        lexical totals follow the entries (their triggers), never dropped by hand: a
+        commit slipping between a read of the victims and their deletion had left
+        entries without totals, and BM25 then took the logarithm of a negative number."""
         with self._tx() as cur:
-            self._delete_rows(cur, scope.user_id, victims)
+            self._hold_user(cur, scope.user_id)
             for table in ("pending_turns", "recent_turns"):
                 params: list[Any] = [scope.user_id]
                 cur.execute(f"DELETE FROM {table} WHERE user_id = %s" + _scope_sql(scope, params), params)
+            params = [scope.user_id]
+            cur.execute("SELECT id FROM entries WHERE user_id = %s" + _scope_sql(scope, params), params)
+            victims = [str(r[0]) for r in cur.fetchall()]
+            self._delete_rows(cur, scope.user_id, victims)
             if scope.agent_id is None and scope.session_id is None:
-                for table in ("stats", "edges", "mentions", "attributes", "lex_totals"):
+                for table in ("stats", "edges", "mentions", "attributes"):
                     cur.execute(f"DELETE FROM {table} WHERE user_id = %s", (scope.user_id,))
             self._touch(cur, [scope.user_id])
         return len(victims)
+
+    def _hold_user(self, cur: psycopg.Cursor[Any], user_id: str) -> None:
+        """Take the user's write lock until the transaction ends (window commits and
+        forgets of one user take turns, across hosts)."""
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"ariadnemem-user:{self.schema}:{json.dumps(user_id)}",))
 
     def clear(self) -> None:
         with self._tx() as cur:
@@ -952,7 +982,20 @@ class PostgresStore:
                 moved += len(bad_pending)
         report["quarantined_now"] = moved
         report["quarantined"] = self.quarantined()
+        # The lexical totals BM25 reads must count the user's entries (a forget that raced a
+        # commit, before forgets and commits took turns, could leave them short).
+        report["drifted_users"] = [str(r[0]) for r in self._read(
+            "SELECT coalesce(e.user_id, t.user_id) FROM (SELECT user_id, count(*) AS n, coalesce(sum(doc_len), 0) "
+            "AS len FROM entries GROUP BY user_id) e FULL JOIN lex_totals t ON t.user_id = e.user_id "
+            "WHERE coalesce(e.n, 0) <> coalesce(t.n_docs, 0) OR coalesce(e.len, 0) <> coalesce(t.total_len, 0)")]
         if repair:
+            for user in report["drifted_users"]:
+                with self._tx() as cur:
+                    self._hold_user(cur, user)
+                    cur.execute("DELETE FROM lex_totals WHERE user_id = %s", (user,))
+                    cur.execute("INSERT INTO lex_totals (user_id, n_docs, total_len) SELECT user_id, count(*), "
+                                "coalesce(sum(doc_len), 0) FROM entries WHERE user_id = %s GROUP BY user_id", (user,))
+                    self._touch(cur, [user])
             report["messages"] = self.rebuild_messages()
         return report
 
