@@ -29,7 +29,8 @@ class Fact:
         timestamp: when it was (last) stated.
         source_turn_ids: the turns it stands for.
         score: its retrieval score (a newer state inherits its predecessor's).
-        role: "terminal" (retrieved), "bridge" (connects two terminals) or "update" (a newer state).
+        role: "terminal" (retrieved), "bridge" (connects two terminals) or "update" (an older or newer state
+            of a retrieved fact, pulled in along its update chain).
         label: F1, F2, ... in time order.
         superseded_by: the id of its newer state in the graph, if any.
         speaker: who stated it.

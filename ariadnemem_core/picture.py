@@ -66,7 +66,7 @@ class EvidenceGraph(Protocol):
 ROLE_STYLE: dict[str, tuple[str, str, str]] = {
     "terminal": ("o", "#4c72b0", "terminal (retrieved)"),
     "bridge": ("D", "#dd8452", "bridge (connects terminals)"),
-    "update": ("s", "#c44e52", "update (newer state)"),
+    "update": ("s", "#c44e52", "update (older or newer state)"),
 }
 #: Edge kind -> (colour, line style, width, arrow style). Only update edges carry an
 #: arrow: they are the one kind whose direction (old -> new) the reader must see.

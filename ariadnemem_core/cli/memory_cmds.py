@@ -301,7 +301,8 @@ def history(
     print_entries(out, chain, f"history of {entry_id} ({note})")
     if len(chain) > 1:
         # The detector reads wording: say how to undo a link it got wrong.
-        say(out, Text(f"Not a change of one thing? `ariadnemem unlink OLD_ID NEW_ID --user {user}` "
+        where = f" --store {store}" if store else ""
+        say(out, Text(f"Not a change of one thing? `ariadnemem unlink OLD_ID NEW_ID{where} --user {user}` "
                       "removes a link and keeps both entries.", style="dim"))
 
 
