@@ -76,6 +76,9 @@ def run(store: Path | None = None, picture: Path | None = None) -> int:
         console.print(
             f"[bold]Gate[/bold] kept {s.get('gate_kept', 0)} / dropped {s.get('gate_dropped', 0)}   "
             f"[bold]Coarsening[/bold] MERGE {s.get('merge', 0)}  LINK {s.get('link', 0)}  ADD {s.get('add', 0)}"
+            # A LINK can supersede two old entries that state one value (a request and its
+            # confirmation): one decision, one edge each.
+            f"  ({len(edges)} update edge{'s' if len(edges) != 1 else ''})"
         )
         for q in QUESTIONS:
             graph = mem.retrieve(q, user_id="demo")

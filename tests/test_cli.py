@@ -450,7 +450,8 @@ def test_history_of_an_updated_entry(capsys, base: Path, listing) -> None:
         assert ids(chain) == [old["id"], new["id"]]
         assert "2 pm" in chain[0]["text"] and "3 pm" in chain[1]["text"]
     code, out, _ = run(capsys, "history", new["id"], "--store", base, "-u", "alice")
-    assert code == 0 and "2 states, oldest first" in out and "ariadnemem unlink OLD_ID NEW_ID --store " in out and "--user alice` removes" in out
+    assert code == 0 and "2 states, oldest first" in out
+    assert "ariadnemem unlink OLD_ID NEW_ID --store " in out and "--user alice` removes" in out
     assert out.index(old["id"], out.index("\n")) < out.index(new["id"], out.index("\n"))
     single = entry_for(listing, "alice", "a1")
     code, out, _ = run(capsys, "history", single["id"], "--store", base, "-u", "alice")
