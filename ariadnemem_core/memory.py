@@ -404,8 +404,9 @@ class AriadneMemory:
         Returns:
             How many entries were removed.
         """
-        with self._user_locks.hold(user_id):
-            return self._store.forget(Scope(user_id, agent_id, session_id))
+        scope = Scope(user_id, agent_id, session_id)  # checked before a lock is keyed by it
+        with self._user_locks.hold(scope.user_id):
+            return self._store.forget(scope)
 
     def clear(self) -> None:
         """Delete everything, for every user."""
@@ -471,8 +472,11 @@ class AriadneMemory:
         special = mode is not None and not stat.S_ISREG(mode)
         n = 0
         try:
-            with self._write_lock, (open(target, "w", encoding="utf-8") if special
-                                     else atomic_open(target, new_mode=0o600)) as fh:
+            # The store's write guard too: a window committed between reading the entries
+            # and reading the pending turns would otherwise be in neither (an embedded
+            # store; a server store reads the export in one snapshot).
+            with self._write_lock, self._store.write_guard(), (open(target, "w", encoding="utf-8") if special
+                                                               else atomic_open(target, new_mode=0o600)) as fh:
                 for row in self._store.export_rows(user_id):
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n += 1

@@ -192,3 +192,47 @@ def test_retrieval_cache_sees_writes_from_another_handle(make_memory, store_loca
     after = reader.retrieve(question)
     assert gone not in {f.id for f in after.facts}
     assert any("5 pm" in f.text for f in after.facts)
+
+
+def test_import_refuses_edges_across_users_and_a_second_import_of_pending_turns(make_memory, tmp_path):
+    """An edge must join two entries of its own user in the export (one between two users'
+    entries marked one user's fact superseded by the other's); an export holding only
+    pending turns, imported twice, is refused the second time instead of doubling them."""
+    import json
+
+    from ariadnemem_core import InvalidInputError, StoreError
+
+    mem = make_memory("src")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.add([turn("Bob", "Bob's bike is blue.", 1)], user_id="bob")
+    mem.flush()
+    path = tmp_path / "export.jsonl"
+    mem.export(path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    alice = next(r["id"] for r in rows if r["type"] == "entry" and r["user_id"] == "alice")
+    bob = next(r["id"] for r in rows if r["type"] == "entry" and r["user_id"] == "bob")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {
+        "type": "edge", "src": alice, "dst": bob, "kind": "update", "user_id": "bob", "similarity": 0.9,
+        "overlap": 0.5, "created_at": 0.0}]))
+    copy = make_memory("dst")
+    with pytest.raises(InvalidInputError, match="does not join two entries"):
+        copy.import_(bad)
+    assert copy.users() == {}
+    mem.add([turn("Dave", "Dave's cat is called Tom.", 2, "d1")], user_id="dave")  # pending only
+    only_pending = tmp_path / "dave.jsonl"
+    mem.export(only_pending, user_id="dave")
+    copy.import_(only_pending)
+    with pytest.raises(StoreError, match="pending turns"):
+        copy.import_(only_pending)
+    assert copy.stats("dave")["turns_seen"] == mem.stats("dave")["turns_seen"]
+    assert len(copy.storage.pending()) == 1
+
+
+def test_forget_with_an_id_of_the_wrong_type_is_an_input_error(make_memory):
+    from ariadnemem_core import InvalidInputError
+
+    mem = make_memory("forget")
+    for bad in (["x"], {"a": 1}):
+        with pytest.raises(InvalidInputError):
+            mem.forget(bad)  # type: ignore[arg-type]

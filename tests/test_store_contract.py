@@ -248,6 +248,22 @@ def test_forget_and_flush_of_one_user_take_turns(make_memory):
         mem.forget("u")
 
 
+def test_an_export_reads_one_snapshot(pg):
+    """A window another host commits while an export is being read is wholly in the export
+    or wholly out: its turns are never in neither its entries nor its pending turns."""
+    with AriadneMemory(pg, embedder=HashEmbedder()) as a, AriadneMemory(pg, embedder=HashEmbedder()) as b:
+        a.add([turn("Maya", f"Maya planted {i} tulips.", i) for i in range(3)], user_id="u")
+        a.flush()
+        b.add([turn("Maya", "Maya adopted a cat named Tom.", 10, "late")], user_id="u")  # pending
+        rows = a._store.export_rows("u")
+        first = [next(rows), next(rows)]  # the meta record and an entry: the snapshot is taken
+        b.flush()  # another host commits the late window meanwhile
+        seen = [*first, *rows]
+        turns = {t for r in seen if r["type"] == "entry" for t in r["source_turn_ids"]}
+        turns |= {r["turn"]["turn_id"] for r in seen if r["type"] == "pending"}
+        assert "late" in turns
+
+
 def test_schema_is_versioned_and_newer_schemas_are_refused(pg):
     import psycopg
 

@@ -1036,9 +1036,19 @@ class PostgresStore:
         """Nothing to do: the vectors were committed with the records."""
 
     def export_rows(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """The export read in one snapshot (a repeatable-read transaction on one pooled
+        connection): a window another host commits meanwhile is wholly in it or wholly
+        out, never in neither its entries nor its pending turns."""
         from . import transfer
 
-        return transfer.export_rows(self, user_id)
+        with self._conn() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._local.conn = conn
+            try:
+                yield from transfer.export_rows(self, user_id)
+            finally:
+                self._local.conn = None
+                conn.execute("ROLLBACK")
 
     def import_rows(self, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
         from . import transfer

@@ -67,6 +67,10 @@ class Store(Protocol):
     def claim(self, scope: Scope) -> AbstractContextManager[None]:
         """Hold the right to extract ``scope``'s pending turns (one worker per scope at a time)."""
 
+    def write_guard(self) -> AbstractContextManager[None]:
+        """Hold off other writers across several calls (an export reading a consistent
+        store; nothing to hold where every write is one server transaction)."""
+
     def recent_turns(self, scope: Scope) -> list[Turn]:
         """The last turns extracted in the scope (context for the next window)."""
 

@@ -198,10 +198,21 @@ _CHECKS: dict[str, Callable[[dict[str, Any], str], tuple[Any, ...]]] = {
 }
 
 
+def _check_edges_own(edges: list[tuple[str, tuple[Any, ...]]], owner: dict[str, str]) -> None:
+    """An edge joins two entries of its own user in the same export: one between two
+    users' entries would mark one user's fact superseded by another's."""
+    for where, (src, dst, _kind, user, *_rest) in edges:
+        if owner.get(src) != user or owner.get(dst) != user:
+            raise InvalidInputError(where, f"edge {src!r} -> {dst!r} does not join two entries of user {user!r} "
+                                           "in this export")
+
+
 def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any]]:
     """Every record checked and converted to what ``_write_rows`` writes (pass one)."""
     plan: list[tuple[str, Any]] = []
     ids: set[str] = set()
+    owner: dict[str, str] = {}  # entry id -> its user
+    edges: list[tuple[str, tuple[Any, ...]]] = []
     for n, item in enumerate(rows, start=1):
         lineno, row = item if isinstance(item, tuple) else (None, item)
         where = f"line {lineno}" if lineno is not None else f"record {n}"
@@ -215,13 +226,23 @@ def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any
             if entry.id in ids:
                 raise InvalidInputError(f"{where}.id", f"entry {entry.id!r} appears twice in the export")
             ids.add(entry.id)
+            owner[entry.id] = entry.user_id
             plan.append(("entry", entry))
         elif isinstance(kind, str) and kind in _CHECKS:
             plan.append((kind, _CHECKS[kind](row, where)))
+            if kind == "edge":
+                edges.append((where, plan[-1][1]))
         else:
             raise InvalidInputError(f"{where}.type", f"unknown export record type {kind!r:.40}")
+    _check_edges_own(edges, owner)
     held = store.held_ids(sorted(ids))
     if held:
         raise StoreError(f"this memory already holds entries of the export ({len(held)}, e.g. {held[0]!r}); "
                          "nothing was imported: import into another store, or forget those users first")
+    # The same export imported twice: its pending turns are pending here already (an export
+    # without entries passes the check above, and would double its pending turns and counters).
+    pending = {(item[0], json.loads(item[3]).get("turn_id")) for k, item in plan if k == "pending"}
+    if pending and pending & {(scope.user_id, turn.turn_id) for _seq, scope, turn in store.pending()}:
+        raise StoreError("this memory already holds pending turns of the export; nothing was imported: "
+                         "the same export imported twice?")
     return plan
