@@ -212,9 +212,11 @@ def test_import_refuses_edges_across_users_and_a_second_import_of_pending_turns(
     alice = next(r["id"] for r in rows if r["type"] == "entry" and r["user_id"] == "alice")
     bob = next(r["id"] for r in rows if r["type"] == "entry" and r["user_id"] == "bob")
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {
+    end = rows[-1]
+    assert end == {"type": "end", "records": len(rows) - 2}
+    bad.write_text("".join(json.dumps(r) + "\n" for r in [*rows[:-1], {
         "type": "edge", "src": alice, "dst": bob, "kind": "update", "user_id": "bob", "similarity": 0.9,
-        "overlap": 0.5, "created_at": 0.0}]))
+        "overlap": 0.5, "created_at": 0.0}, {"type": "end", "records": end["records"] + 1}]))
     copy = make_memory("dst")
     with pytest.raises(InvalidInputError, match="does not join two entries"):
         copy.import_(bad)
@@ -236,3 +238,27 @@ def test_forget_with_an_id_of_the_wrong_type_is_an_input_error(make_memory):
     for bad in (["x"], {"a": 1}):
         with pytest.raises(InvalidInputError):
             mem.forget(bad)  # type: ignore[arg-type]
+
+
+def test_a_truncated_export_is_refused(make_memory, tmp_path):
+    """An export ends with a record counting the records before it: a copy cut off at a
+    line break (which reads as a smaller, whole export) imports nothing."""
+    from ariadnemem_core import InvalidInputError
+
+    mem = make_memory("src")
+    mem.add(dialogue("a"), user_id="alice")
+    mem.flush()
+    path = tmp_path / "export.jsonl"
+    mem.export(path)
+    lines = path.read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:3]))
+    copy = make_memory("dst")
+    with pytest.raises(InvalidInputError, match="truncated"):
+        copy.import_(cut)
+    cut.write_text("".join([*lines[:3], lines[-1]]))  # the end record kept, records lost
+    with pytest.raises(InvalidInputError, match="end record counts"):
+        copy.import_(cut)
+    assert copy.users() == {}
+    copy.import_(path)
+    assert len(copy.entries("alice")) == len(mem.entries("alice"))

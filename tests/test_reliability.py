@@ -80,11 +80,15 @@ def _export(tmp_path: Path) -> list[dict[str, Any]]:
         mem.add([Turn("Ana", "Ana likes kayaks."), Turn("Ana", "Ana lives in Porto.")], user_id="ana")
         mem.flush()
         mem.export(tmp_path / "x.jsonl")
-    return [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert rows[-1]["type"] == "end"
+    return rows[:-1]  # records are added or changed by the tests; _write counts them again
 
 
 def _write(path: Path, rows: Sequence[Any]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    """The rows as an export file, with the end record counting the records after the meta."""
+    records = sum(1 for r in rows if not (isinstance(r, dict) and r.get("type") == "meta"))
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"type": "end", "records": records}]))
     return path
 
 

@@ -760,7 +760,8 @@ def test_a_forked_store_shows_one_truth(make_memory, tmp_path) -> None:
     mem.export(path, user_id="u")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     edge = next(r for r in rows if r.get("type") == "edge")
-    rows.append({**edge, "src": budget.id, "dst": flights.id})
+    end = rows.pop()  # the end record counts the records: one more now
+    rows += [{**edge, "src": budget.id, "dst": flights.id}, {**end, "records": end["records"] + 1}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     other = make_memory("forked")
     other._llm_checked = True

@@ -42,11 +42,28 @@ class Transferable(Protocol):
     def index_imported(self, entries: Sequence[Entry]) -> None: ...
 
 
+#: Version of the export's record layout. 2: the file ends with an ``end`` record counting
+#: the records (a truncated copy is refused); files without ``format`` (1) are read as
+#: before.
+EXPORT_FORMAT = 2
+
+
 def export_rows(store: Transferable, user_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every record as JSON-able dicts (entries with embeddings, edges, counters,
     attributes, statistics, pending turns), in a stable order; ``user_id``: only that
     user's records (a per-user data export)."""
-    yield {"type": "meta", "schema": SCHEMA_VERSION, "dim": store.dim, "embedder": store.embedder_name}
+    yield {"type": "meta", "schema": SCHEMA_VERSION, "format": EXPORT_FORMAT, "dim": store.dim,
+           "embedder": store.embedder_name}
+    n = 0
+    for row in _records(store, user_id):
+        n += 1
+        yield row
+    # A file cut off at a line break reads as a whole, smaller export: the end record says
+    # how many records came before it, and import refuses a file without it.
+    yield {"type": "end", "records": n}
+
+
+def _records(store: Transferable, user_id: str | None) -> Iterator[dict[str, Any]]:
     for entry in store.export_entries(user_id):
         # Validity is filled for readers of the file; import derives it again.
         yield {"type": "entry", **entry.to_dict(with_embedding=True)}
@@ -198,6 +215,41 @@ _CHECKS: dict[str, Callable[[dict[str, Any], str], tuple[Any, ...]]] = {
 }
 
 
+class _Ending:
+    """Counts an export's records and reads its ``end`` record (format 2 and later)."""
+
+    def __init__(self) -> None:
+        self.format = 1
+        self.records = 0
+        self.ended = False
+
+    def read(self, row: dict[str, Any], where: str) -> bool:
+        """Whether ``row`` was the meta or end record's bookkeeping only (True: skip it)."""
+        if self.ended:
+            raise InvalidInputError(where, "a record after the export's end record")
+        kind = row.get("type")
+        if kind == "meta":
+            fmt = row.get("format", 1)
+            if isinstance(fmt, bool) or not isinstance(fmt, int) or not 1 <= fmt <= EXPORT_FORMAT:
+                raise InvalidInputError(f"{where}.format", f"unknown export format {fmt!r:.40}; upgrade ariadnemem")
+            self.format = fmt
+            return False
+        if kind == "end":
+            count = row.get("records")
+            if count != self.records:
+                raise InvalidInputError(where, f"the end record counts {count!r:.20} records, the file holds "
+                                               f"{self.records}: a damaged export")
+            self.ended = True
+            return True
+        self.records += 1
+        return False
+
+    def check(self) -> None:
+        if self.format >= 2 and not self.ended:
+            raise InvalidInputError("export", f"the file ends after {self.records} records without its end "
+                                              "record: a truncated copy (nothing was imported)")
+
+
 def _check_edges_own(edges: list[tuple[str, tuple[Any, ...]]], owner: dict[str, str]) -> None:
     """An edge joins two entries of its own user in the same export: one between two
     users' entries would mark one user's fact superseded by another's."""
@@ -213,12 +265,15 @@ def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any
     ids: set[str] = set()
     owner: dict[str, str] = {}  # entry id -> its user
     edges: list[tuple[str, tuple[Any, ...]]] = []
+    ending = _Ending()
     for n, item in enumerate(rows, start=1):
         lineno, row = item if isinstance(item, tuple) else (None, item)
         where = f"line {lineno}" if lineno is not None else f"record {n}"
         if not isinstance(row, dict):
             raise InvalidInputError(where, f"expected a JSON object, got {type(row).__name__}")
         kind = row.get("type")
+        if ending.read(row, where):
+            continue
         if kind == "meta":
             _check_meta(store, row, where)
         elif kind == "entry":
@@ -234,15 +289,21 @@ def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any
                 edges.append((where, plan[-1][1]))
         else:
             raise InvalidInputError(f"{where}.type", f"unknown export record type {kind!r:.40}")
+    ending.check()
     _check_edges_own(edges, owner)
+    _check_not_held(store, plan, ids)
+    return plan
+
+
+def _check_not_held(store: Transferable, plan: list[tuple[str, Any]], ids: set[str]) -> None:
+    """Refuse an export this memory already holds part of (the same export imported twice)."""
     held = store.held_ids(sorted(ids))
     if held:
         raise StoreError(f"this memory already holds entries of the export ({len(held)}, e.g. {held[0]!r}); "
                          "nothing was imported: import into another store, or forget those users first")
-    # The same export imported twice: its pending turns are pending here already (an export
-    # without entries passes the check above, and would double its pending turns and counters).
+    # An export without entries passes the check above, and would double its pending turns
+    # and counters: its pending turns must not be pending here already.
     pending = {(item[0], json.loads(item[3]).get("turn_id")) for k, item in plan if k == "pending"}
     if pending and pending & {(scope.user_id, turn.turn_id) for _seq, scope, turn in store.pending()}:
         raise StoreError("this memory already holds pending turns of the export; nothing was imported: "
                          "the same export imported twice?")
-    return plan
