@@ -125,8 +125,9 @@ def test_k_in_graph_mode_is_graph_then_best_facts(memory: AriadneMemory) -> None
 
 
 def test_invalid_arguments(memory: AriadneMemory) -> None:
-    with pytest.raises(ValueError):
-        AriadneMemRetriever(memory=memory, k=0)
+    for bad_k in (0, "3", True, 2.0):  # as invoke(k=...) refuses them: no quiet coercion
+        with pytest.raises(ValueError):
+            AriadneMemRetriever(memory=memory, k=bad_k)
     with pytest.raises(ValueError):
         AriadneMemRetriever(memory=memory, mode="chunks")
     with pytest.raises(ValueError):

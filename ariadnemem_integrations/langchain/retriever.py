@@ -63,7 +63,7 @@ class AriadneMemRetriever(BaseRetriever):
     mode: Literal["graph", "facts"] = "graph"
     k: int | None = Field(default=None, description="Most Documents returned (None: all).")
 
-    @field_validator("k")
+    @field_validator("k", mode="before")  # before pydantic turns "3" or True into an int
     @classmethod
     def _valid_k(cls, value: int | None) -> int | None:
         return check_k(value)
