@@ -264,6 +264,31 @@ def test_an_export_reads_one_snapshot(pg):
         assert "late" in turns
 
 
+def test_a_filled_memory_gets_fresh_planner_statistics(pg, monkeypatch):
+    """Once a process has added enough rows, it refreshes the planner's statistics instead
+    of leaving a freshly filled memory to plans made for an empty table until autovacuum
+    comes by (warm retrieval p50 295 ms instead of 15 ms on a LoCoMo conversation)."""
+    import psycopg
+
+    from ariadnemem_core.store.postgres import PostgresStore
+
+    monkeypatch.setattr(PostgresStore, "ANALYZE_MIN_ROWS", 8)
+    schema = pg.rsplit("schema=", 1)[1]
+
+    def counted() -> float:
+        with psycopg.connect(pg.rsplit("&schema=", 1)[0], autocommit=True) as conn:
+            row = conn.execute(f"SELECT reltuples FROM pg_class WHERE oid = '{schema}.entries'::regclass").fetchone()
+        return float(row[0]) if row else -1.0
+
+    with AriadneMemory(pg, embedder=HashEmbedder()) as mem:
+        mem.add([turn("Maya", f"Maya planted {i} tulips by the gate.", i) for i in range(3)], user_id="u")
+        mem.flush()
+        assert counted() < 3  # not analyzed yet: below the minimum
+        mem.add([turn("Maya", f"Maya painted fence panel number {i} blue.", 10 + i) for i in range(10)], user_id="u")
+        mem.flush()
+        assert counted() == len(mem.entries("u"))
+
+
 def test_schema_is_versioned_and_newer_schemas_are_refused(pg):
     import psycopg
 

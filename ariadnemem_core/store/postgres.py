@@ -199,6 +199,10 @@ class PostgresStore:
     SNAPSHOT_MAX_ENTRIES = 20000
     #: Largest user searched exactly by the dense search (a larger one goes through HNSW).
     EXACT_SEARCH_MAX = 20000
+    #: ANALYZE once this process added at least this many rows since its last one ...
+    ANALYZE_MIN_ROWS = 500
+    #: ... and this share of the table's rows at that one (autovacuum's default share).
+    ANALYZE_SHARE = 0.1
 
     def __init__(self, url: str, *, dim: int, embedder_name: str, lock_timeout: float | None = None) -> None:
         check_url_secret(url)
@@ -213,6 +217,8 @@ class PostgresStore:
         self._cache_lock = threading.Lock()
         self._caches: dict[str, tuple[int, dict[tuple[Any, ...], Any]]] = {}
         self._lock_ms = int(self._lock_timeout * 1000)
+        self._added = 0  # rows this process added since its last ANALYZE
+        self._rows_analyzed = 0.0  # the table's size at that ANALYZE
         with self._errors("connect to"):
             self._migrate(conninfo, embedder_name)
             # ``check``: a pooled connection the server dropped (a restart, a terminated
@@ -509,6 +515,23 @@ class PostgresStore:
                      for i, t in enumerate(commit.processed_turns[-self.RECENT_TURNS :])])
             self._bump(cur, scope.user_id, commit.stats)
             self._touch(cur, [scope.user_id])
+        self._analyze_after(len(commit.added))
+
+    def _analyze_after(self, added: int) -> None:
+        """Refresh the planner's statistics once this process has added rows worth
+        :data:`ANALYZE_SHARE` of the table (at least :data:`ANALYZE_MIN_ROWS`), as
+        autovacuum would a minute later: until then a freshly filled memory was searched
+        with plans made for an empty table (conv-26 of LoCoMo, 977 entries: warm retrieval
+        p50 295 ms right after ingest, 14.5 ms after ``ANALYZE``)."""
+        with self._cache_lock:
+            self._added += added
+            if self._added < max(self.ANALYZE_MIN_ROWS, self.ANALYZE_SHARE * self._rows_analyzed):
+                return
+            self._added = 0
+        with self._conn("analyze") as conn:
+            conn.execute("ANALYZE entries, edges")
+            row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass").fetchone()
+        self._rows_analyzed = max(0.0, float(row[0])) if row else 0.0
 
     def _insert_entry(self, cur: psycopg.Cursor[Any], entry: Entry) -> None:
         params = list(entry_params(entry))
