@@ -22,7 +22,7 @@ from .errors import (
 from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
 from .memory import AriadneMemory
-from .models import Entry, Scope, Turn, UpdateEdge
+from .models import Entry, Scope, Turn, UpdateEdge, clean_text
 from .serialize import quote
 from .storage_view import StorageView
 
@@ -56,5 +56,6 @@ __all__ = [
     "Turn",
     "UpdateEdge",
     "__version__",
+    "clean_text",
     "quote",
 ]

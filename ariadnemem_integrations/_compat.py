@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import unicodedata
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ariadnemem_core import Turn, quote
+from ariadnemem_core import Turn, clean_text, quote
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
@@ -60,10 +59,6 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-#: Line breaks the core keeps as newlines when it removes control characters.
-_LINE_BREAKS = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
-
-
 def said(text: object) -> str:
     """What a framework's message says, as a :class:`Turn` would keep it: control
     characters removed (C0 but tab and newline, DEL, C1), blank ends stripped, a lone
@@ -73,9 +68,9 @@ def said(text: object) -> str:
     short-term window) would lose the others."""
     if text is None:
         return ""
-    s = str(text).replace("\r\n", "\n").translate(_LINE_BREAKS)
-    s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return "".join(c for c in s if c in "\n\t" or unicodedata.category(c) != "Cc").strip()
+    # The core refuses a lone surrogate (a caller's decoding bug); a framework's message is
+    # kept with U+FFFD marks in its place.
+    return clean_text(str(text).encode("utf-8", "surrogatepass").decode("utf-8", "replace")).strip()
 
 
 def make_turn(speaker: str, text: str, *, turn_id: str | None = None,
