@@ -370,13 +370,24 @@ def _capitalised(rest: str) -> str:
     return m.group() if m else ""
 
 
+#: A lowercase thing after a change verb's "to": one or two words that close the clause
+#: ("switched my major to data science, the form...", "moved the team over to linear last
+#: sprint", "moved to apple music since..."). Chat is often typed in lowercase, so a name is
+#: not always capitalised; an infinitive runs on ("switch to make sure it lands").
+_LOWER_THING = re.compile(r"([a-z][\w'&-]*)(?: [a-z][\w'&-]*)?(?=\s*(?:[^\w\s]|$)|\s+(?:now|instead|since|last|this|"
+                          r"for|because|and|so|but|after|starting|anyway|lol|haha)\b)")
+
+
 def _value_follows(rest: str, named: set[str]) -> bool:
-    """Whether ``rest`` (original case) opens on a value: a typed value, a capitalised name
-    or one of the entry's named values ("... to 8:45", "... to Lighthouse")."""
+    """Whether ``rest`` (original case) opens on a value: a typed value, a capitalised name,
+    one of the entry's named values ("... to 8:45", "... to Lighthouse") or a lowercase
+    thing that closes the clause (:data:`_LOWER_THING`)."""
     if not rest:
         return False
     low = rest.lower()
     if rest[0].isupper() or rest[0].isdigit() or rest[0] in "$€£¥#" or any(low.startswith(n) for n in named):
+        return True
+    if (m := _LOWER_THING.match(rest)) and m.group(1) not in STOPWORDS:
         return True
     return any(p.match(low) for _, p in _TYPED_VALUES)
 
@@ -877,8 +888,7 @@ def _changed_to_thing(text: str) -> bool:
     make sure it lands")."""
     for m in _CHANGE_TO.finditer(text):
         rest = text[m.end():]
-        if m.group().lower().endswith(("the ", "a ", "an ")) or rest[:1].isupper() or rest[:1].isdigit() \
-                or rest.startswith("$"):
+        if m.group().lower().endswith(("the ", "a ", "an ")) or _value_follows(rest, set()):
             return True
     return False
 

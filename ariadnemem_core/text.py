@@ -395,9 +395,15 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
             persons.append(who)
         else:
             entities.append(phrase)
+    for m in _LOWER_TITLED.finditer(text):
+        # Chat typed in lowercase names a person after a title too: "my dentist dr. halvorsen".
+        if m.group(1) not in COMMON_CAPS and m.group(1) not in STOPWORDS:
+            persons.append(m.group(1).capitalize())
+            surfaces.add(m.group(1))
     persons = _dedupe(persons)
     taken = {p.lower() for p in persons}
     return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
+
 
 
 def _trim_common(words: list[str]) -> tuple[list[str], str]:
@@ -416,6 +422,10 @@ def _trim_common(words: list[str]) -> tuple[list[str], str]:
 TITLES = ("Mr", "Ms", "Mrs", "Dr", "Prof")
 #: A title right before a word: the word is a person's name.
 _TITLE_BEFORE = re.compile(r"\b(?:" + "|".join(TITLES) + r")\.? $")
+#: A title written in lowercase, with its period, before a lowercase word: a person's name
+#: ("dr. mbeki"). The period is required ("dr appt"), and "ms." is left out: "300 ms. later"
+#: is a duration.
+_LOWER_TITLED = re.compile(r"\b(?:dr|mr|mrs|prof)\. ([a-z][a-z'-]+[a-z])\b")
 
 
 def _single_name(word: str, dropped: str, possessive: bool, text: str, m: re.Match[str],

@@ -162,8 +162,14 @@ def test_sentences_end_before_lowercase_words_but_not_after_titles() -> None:
         "My son's coach is Mr. Alvarez, he's strict.", "Dr. Lee agrees."]
     one = "we meet at 9 a.m. tomorrow, e.g. in room 4."
     assert g.split_atomic(one) == [one]
+    # typed in lowercase, a title is still a title (split, "my dentist dr." lost the name)
+    assert g.split_atomic("my dentist dr. halvorsen said i grind my teeth. a guard costs $300.") == [
+        "my dentist dr. halvorsen said i grind my teeth.", "a guard costs $300."]
 
 
 def test_a_titled_name_is_a_person() -> None:
     persons, _, _ = lex.scan_names("Mr. Alvarez retired, the new coach is Ms. Okafor.")
     assert persons == ["Alvarez", "Okafor"]
+    # in lowercase chat too, but only with the title's period, and "ms." is a duration's unit
+    persons, _, surfaces = lex.scan_names("i'm with dr. mbeki now, it took 300 ms. later on, dr appt at 3")
+    assert persons == ["Mbeki"] and surfaces == {"mbeki"}

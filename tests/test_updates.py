@@ -1089,6 +1089,13 @@ def test_what_can_replace_and_what_says_it_changed() -> None:
     lakeside = _e("l", "user: the team moved practices to the new Lakeside Aquatic Center.", speaker="user")
     plain = _e("m", "user: Nora loves the Lakeside Aquatic Center.", speaker="user")
     assert says_change(practice, lakeside) and not says_change(practice, plain)
+    # typed in lowercase, the new thing is not capitalised: one or two words closing the clause
+    tracker = _e("n", "user: our team tracks everything in trello, 4 devs + 1 designer.", speaker="user")
+    linear = _e("o", "user: we moved the team over to linear last sprint, bugs were getting lost.", speaker="user")
+    music = _e("p", "user: ok i caved and moved to apple music since it's in the bundle.", speaker="user")
+    infinitive = _e("q", "user: we moved the standup to make sure everyone can join.", speaker="user")
+    assert says_change(tracker, linear) and says_change(tracker, music)
+    assert not says_change(tracker, infinitive)  # an infinitive runs on: no new thing
 
 
 def test_a_statement_beside_a_question_is_no_question_and_says_what_changed() -> None:
