@@ -868,7 +868,10 @@ def says_change(old: Entry, new: Entry) -> bool:
     # A correction says what holds even when it dates the old value ("the $142 was last
     # year's rate").
     corrected = bool(_CORRECTED.search(text)) or (bool(_ACTUALLY.search(text)) and bool(changed_types(old, new)))
-    if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current or corrected)):
+    # A change verb governing a value dates the change, it is no one-off: "switched my major
+    # to data science, the form went thru today".
+    dated = bool(p.governed - {"*"})
+    if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current or corrected or dated)):
         return False
     return p.strong or p.weak or p.current or corrected or bool(_ENDED.search(text)) or _changed_to_thing(text)
 

@@ -395,15 +395,20 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
             persons.append(who)
         else:
             entities.append(phrase)
-    for m in _LOWER_TITLED.finditer(text):
-        # Chat typed in lowercase names a person after a title too: "my dentist dr. halvorsen".
-        if m.group(1) not in COMMON_CAPS and m.group(1) not in STOPWORDS:
-            persons.append(m.group(1).capitalize())
-            surfaces.add(m.group(1))
+    titled = _lower_titled(text)
+    persons += [w.capitalize() for w in titled]
+    surfaces.update(titled)
     persons = _dedupe(persons)
     taken = {p.lower() for p in persons}
     return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
 
+
+
+def _lower_titled(text: str) -> list[str]:
+    """Lowercase words after a lowercase title: chat typed in lowercase names a person after
+    a title too ("my dentist dr. halvorsen")."""
+    return [m.group(1) for m in _LOWER_TITLED.finditer(text)
+            if m.group(1) not in COMMON_CAPS and m.group(1) not in STOPWORDS]
 
 
 def _trim_common(words: list[str]) -> tuple[list[str], str]:
