@@ -67,6 +67,20 @@ def test_add_refuses_a_foreign_non_empty_directory(capsys: pytest.CaptureFixture
     assert sorted(p.name for p in home.iterdir()) == ["README.md"]  # nothing written there
 
 
+def test_a_store_whose_creation_was_cut_short_is_no_foreign_directory(capsys: pytest.CaptureFixture[str],
+                                                                       tmp_path: Path) -> None:
+    """A command killed while creating a store (or another one creating it at the same
+    moment) leaves only the store's set-up lock: that directory is the store's, not someone
+    else's, and the next command opens it."""
+    store = tmp_path / "m"
+    store.mkdir()
+    (store / "init.lock").touch()
+    code, out, err = run(capsys, "add", _turns(tmp_path / "t.jsonl"), "--store", store)
+    assert code == 0, err
+    code, out, err = run(capsys, "stats", "--store", store)
+    assert code == 0 and "holds other files" not in err, err
+
+
 def test_an_empty_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n", encoding="utf-8")

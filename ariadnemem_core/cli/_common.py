@@ -112,8 +112,11 @@ def check_store_dir(path: Path) -> None:
         raise fail(f"--store {path} is a file, not a memory directory (give a new or empty directory, "
                    "or one that holds a memory)", code=2)
     from ..store import SQLiteStore
+    from ..store.locking import LOCK_FILES
 
-    if path.is_dir() and not SQLiteStore.exists(path) and any(path.iterdir()):
+    # The store's own lock files are no one else's: several commands creating one store at
+    # once, or one killed while creating it, leave only those.
+    if path.is_dir() and not SQLiteStore.exists(path) and any(p.name not in LOCK_FILES for p in path.iterdir()):
         raise fail(f"--store {path} is a directory that holds other files but no memory; refusing to write "
                    "a memory into it (give a new or empty directory)", code=2)
 

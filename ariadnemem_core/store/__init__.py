@@ -37,7 +37,7 @@ from ..errors import StoreError
 from ..models import Entry, Scope
 from . import transfer
 from .dense import DEFAULT_CHROMA_PORT, DenseIndex, chroma_metadata, close_client, collection_name
-from .locking import DB_FILENAME
+from .locking import DB_FILENAME, INIT_LOCK
 from .opening import is_store_url, open_store, redact_url
 from .protocol import Store
 from .records import (
@@ -101,7 +101,7 @@ class SQLiteStore(Records, DenseIndex):
         self._init_guard(lock_timeout)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            init = (self.path / "init.lock").open("a+")
+            init = (self.path / INIT_LOCK).open("a+")
         except OSError as exc:
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
         if chroma_client is None and not (self.path / READY_MARKER).exists():

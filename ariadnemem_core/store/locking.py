@@ -34,6 +34,12 @@ from ..errors import StoreError
 
 #: The records file inside a store directory.
 DB_FILENAME = "memory.sqlite3"
+#: The lock files a store directory holds: the first set-up's and the writers'. A directory
+#: holding only these is a store being created (or whose creation was killed), not
+#: someone else's files.
+INIT_LOCK = "init.lock"
+WRITE_LOCK = "write.lock"
+LOCK_FILES = frozenset({INIT_LOCK, WRITE_LOCK})
 #: Environment variable overriding :data:`DEFAULT_LOCK_TIMEOUT_S`.
 ENV_LOCK_TIMEOUT = "ARIADNEMEM_LOCK_TIMEOUT"
 #: Longest wait for a writer lock, in seconds. A commit takes milliseconds to a few
@@ -108,7 +114,7 @@ class Guarded:
     def _connect(self) -> None:
         """Open the writer lock file and the SQLite connection (WAL, busy timeout)."""
         # Cross-process writer lock (see ``_write_guard``).
-        self._lockfile = (self.path / "write.lock").open("a+")
+        self._lockfile = (self.path / WRITE_LOCK).open("a+")
         self._db = sqlite3.connect(
             self.path / DB_FILENAME, timeout=60.0, check_same_thread=False,
             isolation_level=None,
