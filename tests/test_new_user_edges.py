@@ -75,10 +75,10 @@ def test_a_store_whose_creation_was_cut_short_is_no_foreign_directory(capsys: py
     store = tmp_path / "m"
     store.mkdir()
     (store / "init.lock").touch()
-    code, out, err = run(capsys, "add", _turns(tmp_path / "t.jsonl"), "--store", store)
+    code, _, err = run(capsys, "add", _turns(tmp_path / "t.jsonl"), "--store", store)
     assert code == 0, err
     code, out, err = run(capsys, "stats", "--store", store)
-    assert code == 0 and "holds other files" not in err, err
+    assert code == 0 and "turns_seen" in out, err
 
 
 def test_an_empty_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
