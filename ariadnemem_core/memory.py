@@ -371,6 +371,51 @@ class AriadneMemory:
             if not self._store.delete(entry_id, user_id):
                 raise NotFoundError(f"no entry {entry_id!r} for user {user_id!r}")
 
+    def replace(self, entry_ids: Iterable[str], turns: TurnsInput = (), *, user_id: str = "default",
+                agent_id: str | None = None, session_id: str | None = None,
+                pending_turn_ids: Iterable[str] = ()) -> int:
+        """Replace what the memory holds with new turns in one step: delete entries, drop
+        pending turns and store ``turns`` (as :meth:`add` does) in one transaction.
+
+        An edit of a memory ("the key 'city' now says Lisbon") is a delete and an add; done
+        as two calls, a crash between them loses both the old facts and the new turn, and a
+        reader between them sees neither. Here the store holds the old state or the new one,
+        never neither. Entries already gone are skipped (deleting twice deletes once).
+
+        Args:
+            entry_ids: entries of ``user_id`` to delete (update chains through them are
+                repaired, as :meth:`delete` does).
+            turns: what replaces them, validated as :meth:`add` validates (none: a delete
+                of several entries at once).
+            user_id: whose memory.
+            agent_id: scope of the new turns and of the pending turns dropped.
+            session_id: scope of the new turns and of the pending turns dropped.
+            pending_turn_ids: turn ids of the scope's pending turns (stored, not yet
+                extracted) to drop with the entries: a value written and replaced before
+                extraction never reaches the memory.
+
+        Returns:
+            How many turns were accepted.
+
+        Raises:
+            InvalidInputError: a turn or an id is invalid; nothing is deleted or stored.
+        """
+        scope = Scope(_user(user_id), agent_id, session_id)
+        if isinstance(entry_ids, str) or isinstance(pending_turn_ids, str):
+            raise InvalidInputError("entry_ids", "give an iterable of ids, not one string")
+        ids = [_entry_id(i, "entry_ids") for i in entry_ids]
+        turn_ids = [_entry_id(i, "pending_turn_ids") for i in pending_turn_ids]
+        batch = _normalize_turns(turns)
+        with self._user_locks.hold(scope.user_id):
+            self._store.replace(scope, ids, turn_ids, batch)
+            if batch:
+                try:
+                    self._ingest.process(scope, full_only=True)
+                except Exception as exc:  # stored: as in add, extraction is deferred, not failed
+                    log.warning("turns of %r stored; extraction deferred: %s: %s", scope.user_id,
+                                type(exc).__name__, exc)
+        return len(batch)
+
     def unlink(self, old_id: str, new_id: str, *, user_id: str = "default") -> None:
         """Remove an update link the memory got wrong: ``new_id`` does not replace ``old_id``.
 

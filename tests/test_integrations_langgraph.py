@@ -366,3 +366,99 @@ def test_batch_checks_namespaces_and_values_as_put_does(store: AriadneMemStore, 
     with pytest.raises(InvalidInputError, match="value"):
         store.put(("memories", "maya"), "g", "Maya plays tennis.")  # type: ignore[arg-type]
     assert memory.users() == {}
+
+
+def test_a_put_cut_short_keeps_the_old_value(store: AriadneMemStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put replaces a key's facts in one transaction: a process killed while storing the
+    new value leaves the old one (it was deleted first, in a commit of its own, and the
+    acknowledged value was lost)."""
+    from ariadnemem_core.store import records
+
+    ns = ("memories", "maya")
+    store.put(ns, "city", {"content": "Maya lives in Porto."})
+    real = records.Records._bump
+
+    def killed(self: Any, db: Any, user_id: str, counts: dict[str, int]) -> None:
+        if "turns_seen" in counts:
+            raise KeyboardInterrupt  # the process dies while the new value is written
+        real(self, db, user_id, counts)
+
+    monkeypatch.setattr(records.Records, "_bump", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.put(ns, "city", {"content": "Maya moved to Lisbon."})
+    monkeypatch.setattr(records.Records, "_bump", real)
+    item = store.get(ns, "city")
+    assert item is not None and "Porto" in item.value["content"]
+
+
+def test_reads_never_see_a_put_half_done(store: AriadneMemStore) -> None:
+    """A read of a key that always exists, while another thread replaces it, finds a value
+    every time (between the delete and the add it found none)."""
+    import threading
+
+    ns = ("memories", "maya")
+    store.put(ns, "city", {"content": "Maya lives in Porto."})
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(8):
+            store.put(ns, "city", {"content": f"Maya lives in city number {i}."})
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen = []
+    while not done.is_set():
+        seen.append(store.get(ns, "city"))
+    t.join()
+    assert seen and all(item is not None for item in seen)
+
+
+def test_without_flush_a_replaced_or_deleted_value_never_reaches_the_memory(tmp_path: Path) -> None:
+    """With ``flush=False`` a put waits for extraction: a second put of the key replaces
+    it, and a delete removes it, before it is ever extracted (a deleted passport number
+    came back after close)."""
+    ns = ("memories", "maya")
+    with AriadneMemory(tmp_path / "nf", embedder=HashEmbedder()) as mem:
+        lazy = AriadneMemStore(mem, prefix=("memories",), flush=False)
+        lazy.put(ns, "passport", {"content": "Maya's passport number is X1234567."})
+        lazy.delete(ns, "passport")
+        lazy.put(ns, "city", {"content": "Maya lives in Porto."})
+        lazy.put(ns, "city", {"content": "Maya lives in Lisbon."})
+    with AriadneMemory(tmp_path / "nf", embedder=HashEmbedder()) as mem:
+        lazy = AriadneMemStore(mem, prefix=("memories",), flush=False)
+        assert lazy.get(ns, "passport") is None
+        city = lazy.get(ns, "city")
+        assert city is not None and "Lisbon" in city.value["content"] and "Porto" not in city.value["content"]
+
+
+def test_a_search_skips_a_fact_deleted_meanwhile(store: AriadneMemStore, memory: AriadneMemory,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process may delete a fact between the retrieval that found it and the read
+    of it: the search returns the rest, it does not raise ``NotFoundError``."""
+    ns = ("memories", "maya")
+    store.put(ns, "a", {"content": "Maya plays tennis on Sundays."})
+    store.put(ns, "b", {"content": "Maya plays chess online."})
+    retrieve = memory.retrieve
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        graph = retrieve(*args, **kwargs)
+        memory.delete(graph.facts[0].id, user_id="maya")  # gone before the search reads it
+        return graph
+
+    monkeypatch.setattr(memory, "retrieve", racing)
+    items = store.search(ns, query="what does Maya play?")
+    assert len(items) == 1
+
+
+async def test_async_puts_to_one_key_keep_the_order_they_were_awaited_in(store: AriadneMemStore) -> None:
+    """``gather(aput(k, v0), ..., aput(k, v4))`` leaves ``v4``, as ``InMemoryStore`` does
+    (the puts ran in worker threads in any order)."""
+    import asyncio
+
+    ns = ("memories", "maya")
+    for _ in range(3):
+        await asyncio.gather(*(store.aput(ns, "city", {"content": f"Maya lives in city number {i}."})
+                               for i in range(5)))
+        item = await store.aget(ns, "city")
+        assert item is not None and "number 4" in item.value["content"]

@@ -248,6 +248,34 @@ def test_forget_and_flush_of_one_user_take_turns(make_memory):
         mem.forget("u")
 
 
+def test_replace_swaps_entries_for_new_turns_in_one_step(make_memory):
+    """``replace`` deletes entries (repairing the chain through them), drops pending turns by
+    id and stores new turns, on every backend; ids already gone or of another user are
+    skipped, and a bad turn leaves everything as it was."""
+    from ariadnemem_core import InvalidInputError
+
+    mem = make_memory(hashing=True)
+    mem.add([turn("Maya", "The kickoff meeting is at 2 pm on Friday.", 0, "t1"),
+             turn("Maya", "The kickoff meeting moved to 3 pm on Friday.", 10, "t2"),
+             turn("Maya", "The kickoff meeting moved to 4 pm on Friday.", 20, "t3")], user_id="u")
+    mem.add(turn("Omar", "Omar's locker code is 4471.", 0, "o1"), user_id="other")
+    mem.flush()
+    first, middle, last = (mem.entries("u")[i] for i in range(3))
+    theirs = mem.entries("other")[0]
+    mem.add(turn("Maya", "Maya's bike is red.", 30, "pending-1"), user_id="u")  # not yet extracted
+    with pytest.raises(InvalidInputError):
+        mem.replace([middle.id], [{"speaker": "Maya", "text": ""}], user_id="u")
+    assert [e.id for e in mem.entries("u")] == [first.id, middle.id, last.id]
+    accepted = mem.replace([middle.id, "e-gone", theirs.id], turn("Maya", "Maya's bike is blue.", 40, "t4"),
+                           user_id="u", pending_turn_ids=["pending-1"])
+    assert accepted == 1
+    mem.flush()
+    texts = [e.text for e in mem.entries("u")]
+    assert not any("3 pm" in t or "red" in t for t in texts) and any("blue" in t for t in texts)
+    assert [e.id for e in mem.history(last.id, user_id="u")][:2] == [first.id, last.id]  # chain repaired
+    assert [e.id for e in mem.entries("other")] == [theirs.id]
+
+
 def test_an_export_reads_one_snapshot(pg):
     """A window another host commits while an export is being read is wholly in the export
     or wholly out: its turns are never in neither its entries nor its pending turns."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..models import Entry, Scope
+from ..models import Entry, Scope, Turn
 from . import transfer
 from .dense import DEFAULT_CHROMA_PORT, DenseIndex, chroma_metadata, close_client, collection_name
 from .locking import DB_FILENAME, INIT_LOCK
@@ -249,6 +249,17 @@ class SQLiteStore(Records, DenseIndex):
         self.delete_entry_rows(found[entry_id])
         self._drop_vectors([found[entry_id]])
         return True
+
+    def replace(self, scope: Scope, entry_ids: Sequence[str], turn_ids: Sequence[str],
+                turns: Sequence[Turn]) -> int:
+        """Remove entries and pending turns and persist new turns in one transaction (a
+        crash leaves the old state or the new one, never neither); the vectors of the
+        removed entries go through the tombstones after it."""
+        with self._write_guard():
+            victims = list(self.get(list(entry_ids), scope.user_id).values())
+            self.replace_rows(scope, victims, turn_ids, turns)
+            self._drop_vectors(victims)
+        return len(victims)
 
     def forget(self, scope: Scope) -> int:
         """Remove every entry (and pending turn) of a scope; returns how many entries."""

@@ -407,9 +407,13 @@ class PostgresStore:
     # ------------------------------------------------------------------ pending turns
     def add_pending(self, scope: Scope, turns: Sequence[Turn]) -> None:
         with self._tx() as cur:
-            cur.executemany(_IMPORT_SQL["pending"], [(scope.user_id, scope.agent_id, scope.session_id,
-                                                      json.dumps(t.to_dict())) for t in turns])
-            cur.execute(_BUMP, (scope.user_id, "turns_seen", len(turns)))
+            self._add_pending(cur, scope, turns)
+
+    @staticmethod
+    def _add_pending(cur: psycopg.Cursor[Any], scope: Scope, turns: Sequence[Turn]) -> None:
+        cur.executemany(_IMPORT_SQL["pending"], [(scope.user_id, scope.agent_id, scope.session_id,
+                                                  json.dumps(t.to_dict())) for t in turns])
+        cur.execute(_BUMP, (scope.user_id, "turns_seen", len(turns)))
 
     def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
         if scope is None:
@@ -881,16 +885,42 @@ class PostgresStore:
             return False
         entry = found[entry_id]
         with self._tx() as cur:
-            cur.execute(
-                "INSERT INTO edges (src, dst, kind, user_id, similarity, overlap, created_at) "
-                "SELECT p.src, s.dst, 'update', %(u)s, s.similarity, s.overlap, %(now)s "
-                "FROM edges p JOIN edges s ON s.src = %(id)s AND s.kind = 'update' AND s.user_id = %(u)s "
-                "WHERE p.dst = %(id)s AND p.kind = 'update' AND p.user_id = %(u)s AND p.src <> s.dst "
-                "ORDER BY p.seq, s.seq ON CONFLICT DO NOTHING",
-                {"u": entry.user_id, "id": entry_id, "now": time.time()})
-            self._delete_rows(cur, entry.user_id, [entry_id])
+            self._bridged_delete(cur, entry.user_id, entry_id)
             self._touch(cur, [entry.user_id])
         return True
+
+    def _bridged_delete(self, cur: psycopg.Cursor[Any], user_id: str, entry_id: str) -> None:
+        """Delete one entry's rows, bridging update chains through it (``a -> x -> b``
+        becomes ``a -> b``)."""
+        cur.execute(
+            "INSERT INTO edges (src, dst, kind, user_id, similarity, overlap, created_at) "
+            "SELECT p.src, s.dst, 'update', %(u)s, s.similarity, s.overlap, %(now)s "
+            "FROM edges p JOIN edges s ON s.src = %(id)s AND s.kind = 'update' AND s.user_id = %(u)s "
+            "WHERE p.dst = %(id)s AND p.kind = 'update' AND p.user_id = %(u)s AND p.src <> s.dst "
+            "ORDER BY p.seq, s.seq ON CONFLICT DO NOTHING",
+            {"u": user_id, "id": entry_id, "now": time.time()})
+        self._delete_rows(cur, user_id, [entry_id])
+
+    def replace(self, scope: Scope, entry_ids: Sequence[str], turn_ids: Sequence[str],
+                turns: Sequence[Turn]) -> int:
+        """One transaction under the user's write lock (a window commit of the user does
+        not interleave): the entries of ``entry_ids`` that exist, the scope's pending turns
+        with an id in ``turn_ids``, then ``turns`` as pending."""
+        with self._tx() as cur:
+            self._hold_user(cur, scope.user_id)
+            cur.execute("SELECT id FROM entries WHERE user_id = %s AND id = ANY(%s)",
+                        (scope.user_id, list(entry_ids)))
+            victims = [str(r[0]) for r in cur.fetchall()]
+            for entry_id in victims:
+                self._bridged_delete(cur, scope.user_id, entry_id)
+            if turn_ids:
+                cur.execute("DELETE FROM pending_turns WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s "
+                            "AND session_id IS NOT DISTINCT FROM %s AND (turn::jsonb ->> 'turn_id') = ANY(%s)",
+                            (scope.user_id, scope.agent_id, scope.session_id, list(turn_ids)))
+            if turns:
+                self._add_pending(cur, scope, turns)
+            self._touch(cur, [scope.user_id])
+        return len(victims)
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         with self._tx() as cur:

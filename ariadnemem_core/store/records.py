@@ -256,12 +256,7 @@ class Records(Guarded):
     def add_pending(self, scope: Scope, turns: Sequence[Turn]) -> None:
         """Persist acknowledged turns before any processing (crash-safe buffering), and
         count them in ``turns_seen`` in the same transaction."""
-        with self._tx() as db:
-            db.executemany(
-                "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
-                [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns],
-            )
-            self._bump(db, scope.user_id, {"turns_seen": len(turns)})
+        self.replace_rows(scope, (), (), turns)
 
     def claim(self, scope: Scope) -> AbstractContextManager[None]:
         """No claim is taken here: extraction runs unlocked and a window whose pending
@@ -729,17 +724,38 @@ class Records(Guarded):
         """Remove one entry's records, bridging update chains through it (``a -> x -> b``
         becomes ``a -> b``), in one transaction; its vector goes through the tombstone."""
         with self._tx() as db:
-            preds = [r[0] for r in db.execute(
-                "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry.id,))]
-            succs = db.execute(
-                "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
-                (entry.id,)).fetchall()
+            self._bridged_delete(db, entry)
+
+    def _bridged_delete(self, db: sqlite3.Connection, entry: Entry) -> None:
+        preds = [r[0] for r in db.execute(
+            "SELECT src FROM edges WHERE dst = ? AND kind = 'update'", (entry.id,))]
+        succs = db.execute(
+            "SELECT dst, similarity, overlap FROM edges WHERE src = ? AND kind = 'update'",
+            (entry.id,)).fetchall()
+        db.executemany(
+            "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+            "VALUES (?, ?, 'update', ?, ?, ?, ?)",
+            [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
+        )
+        self._delete_rows(db, [entry])
+
+    def replace_rows(self, scope: Scope, victims: Sequence[Entry], turn_ids: Sequence[str],
+                     turns: Sequence[Turn]) -> None:
+        """Remove ``victims`` (one at a time, so a chain through two of them is bridged
+        whole), the scope's pending turns with an id in ``turn_ids``, and persist ``turns``
+        as pending (counted in ``turns_seen``), in one transaction."""
+        with self._tx() as db:
+            for entry in victims:
+                self._bridged_delete(db, entry)
             db.executemany(
-                "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
-                "VALUES (?, ?, 'update', ?, ?, ?, ?)",
-                [(p, d, entry.user_id, sim, ov, time.time()) for p in preds for d, sim, ov in succs if p != d],
-            )
-            self._delete_rows(db, [entry])
+                "DELETE FROM pending_turns WHERE user_id = ? AND agent_id IS ? AND session_id IS ? "
+                "AND json_extract(turn, '$.turn_id') = ?",
+                [(scope.user_id, scope.agent_id, scope.session_id, t) for t in turn_ids])
+            if turns:
+                db.executemany(
+                    "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+                    [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns])
+                self._bump(db, scope.user_id, {"turns_seen": len(turns)})
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of ``user_id``, in one transaction (the

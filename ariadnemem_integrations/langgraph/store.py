@@ -31,8 +31,10 @@ What differs from a key-value store (``InMemoryStore``), by design:
 * ``put`` on an existing key replaces the facts extracted from that key; ``delete``
   removes every fact whose provenance includes the key (a fact MERGEd from several puts
   goes with any of them). Writes of one store take turns: puts to one key from several
-  threads leave the last one, and deleting a key twice at once raises nothing. Ops handed
-  to ``batch`` directly meet the namespace rules ``put`` checks.
+  threads leave the last one, and deleting a key twice at once raises nothing. A put
+  replaces in one transaction (a crash leaves the old value or the new one), and reads
+  wait for a put of the same store to finish. Ops handed to ``batch`` directly meet the
+  namespace rules ``put`` checks.
 * ``search(query=...)`` runs AriadneMem's retrieval (hybrid search, bridges, node
   budget) in one user's memory, so the namespace prefix must name the user; results are
   one item per key, best first, ``score`` being the best fact's score. Facts that did not
@@ -46,6 +48,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -103,6 +106,10 @@ class AriadneMemStore(BaseStore):
         #: A put reads a key's facts, deletes them and adds the new value: two puts (or a
         #: put and a delete) of one store take turns, so the last write wins whole.
         self._writing = threading.RLock()
+        #: One asyncio lock per event loop, so that ``abatch`` calls keep their order.
+        self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = \
+            weakref.WeakKeyDictionary()
+        self._loops_guard = threading.Lock()
 
     # ------------------------------------------------------------------ mapping
     def scope_of(self, namespace: tuple[str, ...], *, partial: bool = False) -> Scope:
@@ -198,13 +205,13 @@ class AriadneMemStore(BaseStore):
                 meta["note"] = True
             turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
                         TURN_PREFIX + op.key, meta)
-        for e in old:
-            with contextlib.suppress(NotFoundError):  # already gone: a key deleted twice is deleted once
-                self.memory.delete(e.id, user_id=scope.user_id)
-        if op.value is None:
-            return
-        self.memory.add(turn, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
-        if self.flush:
+        # One transaction: the key's facts, its value still waiting for extraction (a put
+        # replaced before extraction, or deleted, never reaches the memory) and the new
+        # value. A crash leaves the old value or the new one, never neither.
+        self.memory.replace([e.id for e in old], [] if op.value is None else [turn], user_id=scope.user_id,
+                            agent_id=scope.agent_id, session_id=scope.session_id,
+                            pending_turn_ids=[TURN_PREFIX + op.key])
+        if op.value is not None and self.flush:
             self.memory.flush()
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
@@ -215,7 +222,7 @@ class AriadneMemStore(BaseStore):
             graph = self.memory.retrieve(op.query, user_id=scope.user_id, agent_id=scope.agent_id,
                                          session_id=scope.session_id)
             scores = {f.id: f.score for f in graph.facts}
-            facts = sorted((self.memory.get(i, user_id=scope.user_id) for i in scores), key=lambda e: -scores[e.id])
+            facts = sorted(_still_there(self.memory, scores, scope.user_id), key=lambda e: -scores[e.id])
             for (ns, key), group in self._grouped(facts).items():
                 ranked.append((ns, key, group, max(scores[e.id] for e in group)))
         else:
@@ -239,32 +246,56 @@ class AriadneMemStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations like ``InMemoryStore`` does: reads see the store as it was
-        before the batch, then the writes are applied (the last write to a key wins)."""
+        before the batch, then the writes are applied (the last write to a key wins).
+        Batches of one store take turns, so a read never sees a put half done."""
         ops = list(ops)
         results: list[Result] = []
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        for op in ops:
-            _check_labels(op)
-            if isinstance(op, GetOp):
-                results.append(self._get(op))
-            elif isinstance(op, SearchOp):
-                results.append(self._search(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op))
-            elif isinstance(op, PutOp):
-                writes.pop((tuple(op.namespace), op.key), None)
-                writes[(tuple(op.namespace), op.key)] = op
-                results.append(None)
-            else:
-                raise ValueError(f"unknown operation type: {type(op).__name__}")
         with self._writing:
+            for op in ops:
+                _check_labels(op)
+                if isinstance(op, GetOp):
+                    results.append(self._get(op))
+                elif isinstance(op, SearchOp):
+                    results.append(self._search(op))
+                elif isinstance(op, ListNamespacesOp):
+                    results.append(self._list_namespaces(op))
+                elif isinstance(op, PutOp):
+                    writes.pop((tuple(op.namespace), op.key), None)
+                    writes[(tuple(op.namespace), op.key)] = op
+                    results.append(None)
+                else:
+                    raise ValueError(f"unknown operation type: {type(op).__name__}")
             for op in writes.values():
                 self._put(op)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """``batch`` in a worker thread (embedding and extraction are CPU work)."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """``batch`` in a worker thread (embedding and extraction are CPU work). Batches
+        awaited on one event loop run in the order they were awaited, as with
+        ``InMemoryStore``: ``gather(aput(k, v0), aput(k, v1))`` leaves ``v1``."""
+        ops = list(ops)
+        async with self._turn():
+            return await asyncio.to_thread(self.batch, ops)
+
+    def _turn(self) -> asyncio.Lock:
+        """This event loop's lock (FIFO: waiters acquire in the order they asked)."""
+        loop = asyncio.get_running_loop()
+        with self._loops_guard:
+            lock = self._loop_locks.get(loop)
+            if lock is None:
+                lock = self._loop_locks[loop] = asyncio.Lock()
+        return lock
+
+
+def _still_there(memory: AriadneMemory, ids: Iterable[str], user_id: str) -> list[Entry]:
+    """The entries of ``ids`` that still exist: another process may delete a fact between
+    the retrieval that found it and this read, and a search does not fail for that."""
+    out = []
+    for i in ids:
+        with contextlib.suppress(NotFoundError):
+            out.append(memory.get(i, user_id=user_id))
+    return out
 
 
 def _check_labels(op: Op) -> None:
