@@ -378,18 +378,31 @@ _LOWER_THING = re.compile(r"([a-z][\w'&-]*)(?: [a-z][\w'&-]*)?(?=\s*(?:[^\w\s]|$
                           r"for|because|and|so|but|after|starting|anyway|lol|haha)\b)")
 
 
-def _value_follows(rest: str, named: set[str]) -> bool:
+def _value_follows(rest: str, named: set[str], *, lowercase: bool = False) -> bool:
     """Whether ``rest`` (original case) opens on a value: a typed value, a capitalised name,
-    one of the entry's named values ("... to 8:45", "... to Lighthouse") or a lowercase
-    thing that closes the clause (:data:`_LOWER_THING`)."""
+    one of the entry's named values ("... to 8:45", "... to Lighthouse") or, in a statement
+    typed in ``lowercase``, a lowercase thing that closes the clause (:data:`_LOWER_THING`).
+    Where names are capitalised a lowercase word after "to" is a common word: "set up a
+    GitHub Actions pipeline to automate linting, ..." (an infinitive, on BEAM tune)."""
     if not rest:
         return False
     low = rest.lower()
     if rest[0].isupper() or rest[0].isdigit() or rest[0] in "$€£¥#" or any(low.startswith(n) for n in named):
         return True
-    if (m := _LOWER_THING.match(rest)) and m.group(1) not in STOPWORDS:
+    if lowercase and (m := _LOWER_THING.match(rest)) and m.group(1) not in STOPWORDS:
         return True
     return any(p.match(low) for _, p in _TYPED_VALUES)
+
+
+#: A capital that opens the text or a sentence, or the grounded speaker ("The user"): not
+#: one its writer chose.
+_OPENING_CAPITAL = re.compile(r"(?:^|[.!?:]\s+)[A-Z]|\b(?:The user|I)\b")
+
+
+def _typed_lowercase(text: str) -> bool:
+    """Whether ``text`` was typed without capitals (beyond sentence openers and "I"): chat
+    where names are not capitalised either ("moved the team over to linear")."""
+    return not any(c.isupper() for c in _OPENING_CAPITAL.sub("", text))
 
 
 _QUANTITIES = frozenset({"date", "time", "money", "number", "version", "phone"})
@@ -403,13 +416,14 @@ def _governed(text: str, named: set[str]) -> frozenset[str]:
     if _STRONG_CUE.search(text):
         return frozenset({"*"})
     kinds: set[str] = set()
+    lowercase = _typed_lowercase(text)
     for m in _CHANGE_TO.finditer(text):
         rest = text[m.end():]
         low = rest.lower()
         kind = next((k for k, p in _TYPED_VALUES if p.match(low)), None)
         if kind is None and rest[:1].isdigit():
             kinds |= _QUANTITIES  # a number, "the 5th", "300ms": some quantity, not a name
-        elif kind is None and _value_follows(rest, named):
+        elif kind is None and _value_follows(rest, named, lowercase=lowercase):
             kinds.add("name")
             if rest[len(_capitalised(rest)):].lstrip()[:1].isdigit():
                 kinds |= _QUANTITIES  # "upgraded to Python 3.12": the name and its number
@@ -420,7 +434,8 @@ def _governed(text: str, named: set[str]) -> frozenset[str]:
 
 def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
     """(a change cue governs a value in ``text``, slot stems of an "instead of Y")."""
-    strong = bool(_STRONG_CUE.search(text)) or any(_value_follows(text[m.end():], named)
+    lowercase = _typed_lowercase(text)
+    strong = bool(_STRONG_CUE.search(text)) or any(_value_follows(text[m.end():], named, lowercase=lowercase)
                                                    for m in _CHANGE_TO.finditer(text))
     replaced = frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in letter_words(m.group(1))
                          if w not in STOPWORDS and w not in _LIGHT)
@@ -873,7 +888,8 @@ def says_change(old: Entry, new: Entry) -> bool:
     dated = bool(p.governed - {"*"})
     if not may_replace(old, new) or p.question or (p.episode and not (p.weak or p.current or corrected or dated)):
         return False
-    return p.strong or p.weak or p.current or corrected or bool(_ENDED.search(text)) or _changed_to_thing(text)
+    return p.strong or p.weak or p.current or corrected or bool(_ENDED.search(text)) \
+        or _changed_to_thing(new.text)
 
 
 #: A correction of what was said: "I misread the renewal, it's $156 a month", "she had the
@@ -888,10 +904,11 @@ _ACTUALLY = re.compile(r"\bactually\b", re.I)
 def _changed_to_thing(text: str) -> bool:
     """Whether a change verb's "to" introduces a thing ("moved practices to the new Lakeside
     pool", "pushed to June 28"), not an infinitive ("keep an eye on it after the switch to
-    make sure it lands")."""
+    make sure it lands"). ``text`` in its original case."""
+    lowercase = _typed_lowercase(text)
     for m in _CHANGE_TO.finditer(text):
         rest = text[m.end():]
-        if m.group().lower().endswith(("the ", "a ", "an ")) or _value_follows(rest, set()):
+        if m.group().lower().endswith(("the ", "a ", "an ")) or _value_follows(rest, set(), lowercase=lowercase):
             return True
     return False
 

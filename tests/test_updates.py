@@ -1096,6 +1096,10 @@ def test_what_can_replace_and_what_says_it_changed() -> None:
     infinitive = _e("q", "user: we moved the standup to make sure everyone can join.", speaker="user")
     assert says_change(tracker, linear) and says_change(tracker, music)
     assert not says_change(tracker, infinitive)  # an infinitive runs on: no new thing
+    # where names are capitalised, a lowercase word after "to" is a common word (an infinitive)
+    cased = _e("t", "user: The team set up a GitHub Actions pipeline to automate linting, testing and deploys.",
+               speaker="user")
+    assert not says_change(tracker, cased)
     # a change verb governing a value dates the change, "today" makes no one-off of it
     major = _e("r", "user: im a sophomore majoring in biochem.", speaker="user")
     switched = _e("s", "user: i officially switched my major to data science, the form went thru today!!",
