@@ -268,6 +268,18 @@ def test_add_bad_line_rejects_whole_file(capsys, copy: Path, tmp_path: Path, cas
     assert code == 1 and no_memory_files(tmp_path / "fresh")
 
 
+def test_stdin_that_is_not_utf8_is_refused_as_a_file_is(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 on a real standard input: the same error as in a file (the
+    locale's decoding let them through as lone surrogates, reported as something else)."""
+    import subprocess
+    import sys
+
+    latin1 = '{"speaker": "Bob", "text": "caf\xe9"}\n'.encode("latin-1")
+    proc = subprocess.run([sys.executable, "-m", "ariadnemem_core.cli", "add", "-", "--store", str(tmp_path / "s")],
+                          input=latin1, capture_output=True, timeout=120)
+    assert proc.returncode == 1 and b"<stdin>: not UTF-8 text" in proc.stderr, proc.stderr
+
+
 def test_add_bad_item_in_json_list(capsys, tmp_path: Path) -> None:
     path = tmp_path / "turns.json"
     path.write_text(json.dumps([BOB[0], {"speaker": "Bob", "text": ""}]), encoding="utf-8")

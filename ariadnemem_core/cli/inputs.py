@@ -43,7 +43,7 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
     """
     name = "<stdin>" if str(path) == "-" else str(path)
     try:
-        raw = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        raw = _read_stdin() if str(path) == "-" else path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     data: Any = None  # the parsed document, when sniffing already parsed it
@@ -64,6 +64,13 @@ def read_batches(path: Path, fmt: Format, user_id: str, conversations: list[str]
         raise InputFileError(f"{name}: expected a JSON list of turns, an object with \"turns\", "
                              "or a LoCoMo file")
     return [Batch(user_id, [_turn(item, f"{name} item {i}") for i, item in enumerate(items)], name)]
+
+
+def _read_stdin() -> str:
+    """Standard input decoded as UTF-8, as a file is: the locale's decoding let bytes that
+    are not UTF-8 through as lone surrogates, reported later as another problem."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    return buffer.read().decode("utf-8") if buffer is not None else sys.stdin.read()
 
 
 def _sniff(path: Path, raw: str) -> tuple[Format, Any]:
