@@ -588,6 +588,11 @@ class AriadneMemory:
     async def aadd(self, turns: TurnsInput, **kwargs: Any) -> int:
         """:meth:`add` in a worker thread (embedding is CPU work; the event loop stays free).
 
+        A thread cannot be stopped: cancelling this await (or a timeout around it, as
+        ``asyncio.wait_for`` sets) does not undo the write, which finishes and stores the
+        turns. Retrying after a cancellation stores them again; give the timeout to the
+        caller of the whole step instead, or check ``stats()["turns_seen"]`` first.
+
         Args:
             turns: as for :meth:`add`.
             **kwargs: ``user_id``, ``agent_id``, ``session_id``.
