@@ -397,12 +397,16 @@ def _value_follows(rest: str, named: set[str], *, lowercase: bool = False) -> bo
 #: A capital that opens the text or a sentence, or the grounded speaker ("The user"): not
 #: one its writer chose.
 _OPENING_CAPITAL = re.compile(r"(?:^|[.!?:]\s+)[A-Z]|\b(?:The user|I)\b")
+#: A sentence opened in lowercase, or a lowercase "i": the mark of chat typed without capitals.
+_LOWERCASE_OPENER = re.compile(r"(?:^|[.!?:]\s+)[a-z]|(?<![\w'])i(?![\w'])")
 
 
 def _typed_lowercase(text: str) -> bool:
-    """Whether ``text`` was typed without capitals (beyond sentence openers and "I"): chat
-    where names are not capitalised either ("moved the team over to linear")."""
-    return not any(c.isupper() for c in _OPENING_CAPITAL.sub("", text))
+    """Whether ``text`` was typed without capitals: a sentence opens in lowercase (or "i"
+    stands for "I") and no capital but an opener's is left ("ok so we moved the team over
+    to linear"). A capitalised sentence without a name ("I pushed myself to run faster")
+    is not: its lowercase words after "to" are common words."""
+    return bool(_LOWERCASE_OPENER.search(text)) and not any(c.isupper() for c in _OPENING_CAPITAL.sub("", text))
 
 
 _QUANTITIES = frozenset({"date", "time", "money", "number", "version", "phone"})

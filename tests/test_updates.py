@@ -1100,6 +1100,9 @@ def test_what_can_replace_and_what_says_it_changed() -> None:
     cased = _e("t", "user: The team set up a GitHub Actions pipeline to automate linting, testing and deploys.",
                speaker="user")
     assert not says_change(tracker, cased)
+    # nor is a capitalised sentence without a name typed in lowercase: "try pottery" is no new thing
+    pottery = _e("u", "user: She pushed me to try pottery last week.", speaker="user")
+    assert not says_change(tracker, pottery)
     # a change verb governing a value dates the change, "today" makes no one-off of it
     major = _e("r", "user: im a sophomore majoring in biochem.", speaker="user")
     switched = _e("s", "user: i officially switched my major to data science, the form went thru today!!",
