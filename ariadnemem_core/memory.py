@@ -373,9 +373,9 @@ class AriadneMemory:
 
     def replace(self, entry_ids: Iterable[str], turns: TurnsInput = (), *, user_id: str = "default",
                 agent_id: str | None = None, session_id: str | None = None,
-                pending_turn_ids: Iterable[str] = ()) -> int:
-        """Replace what the memory holds with new turns in one step: delete entries, drop
-        pending turns and store ``turns`` (as :meth:`add` does) in one transaction.
+                turn_ids: Iterable[str] = ()) -> int:
+        """Replace what the memory holds with new turns in one step: delete entries, take
+        back earlier turns and store ``turns`` (as :meth:`add` does) in one transaction.
 
         An edit of a memory ("the key 'city' now says Lisbon") is a delete and an add; done
         as two calls, a crash between them loses both the old facts and the new turn, and a
@@ -388,11 +388,12 @@ class AriadneMemory:
             turns: what replaces them, validated as :meth:`add` validates (none: a delete
                 of several entries at once).
             user_id: whose memory.
-            agent_id: scope of the new turns and of the pending turns dropped.
-            session_id: scope of the new turns and of the pending turns dropped.
-            pending_turn_ids: turn ids of the scope's pending turns (stored, not yet
-                extracted) to drop with the entries: a value written and replaced before
-                extraction never reaches the memory.
+            agent_id: scope of the new turns and of the turns taken back.
+            session_id: scope of the new turns and of the turns taken back.
+            turn_ids: earlier turns of exactly this scope to take back, by turn id: a turn
+                still waiting for extraction is dropped, and the entries extracted from one
+                are deleted, whichever it is by the time the transaction runs (an entry
+                MERGEd from several turns goes with any of them).
 
         Returns:
             How many turns were accepted.
@@ -401,13 +402,14 @@ class AriadneMemory:
             InvalidInputError: a turn or an id is invalid; nothing is deleted or stored.
         """
         scope = Scope(_user(user_id), agent_id, session_id)
-        if isinstance(entry_ids, str) or isinstance(pending_turn_ids, str):
-            raise InvalidInputError("entry_ids", "give an iterable of ids, not one string")
+        for name, value in (("entry_ids", entry_ids), ("turn_ids", turn_ids)):
+            if isinstance(value, str):
+                raise InvalidInputError(name, "give an iterable of ids, not one string")
         ids = [_entry_id(i, "entry_ids") for i in entry_ids]
-        turn_ids = [_entry_id(i, "pending_turn_ids") for i in pending_turn_ids]
+        taken_back = [_entry_id(i, "turn_ids") for i in turn_ids]
         batch = _normalize_turns(turns)
         with self._user_locks.hold(scope.user_id):
-            self._store.replace(scope, ids, turn_ids, batch)
+            self._store.replace(scope, ids, taken_back, batch)
             if batch:
                 try:
                     self._ingest.process(scope, full_only=True)

@@ -406,9 +406,18 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
 
 def _lower_titled(text: str) -> list[str]:
     """Lowercase words after a lowercase title: chat typed in lowercase names a person after
-    a title too ("my dentist dr. halvorsen")."""
+    a title too ("my dentist dr. halvorsen"). Not after a determiner ("the dr. wants more
+    tests", "my dr. appointment": the title is the noun), and not a word the tokenizer's
+    vocabulary holds whole ("dr. visit went fine"): precision over recall, as for every
+    name, so a common surname typed in lowercase is missed."""
+    from .tokens import is_common_word
+
     return [m.group(1) for m in _LOWER_TITLED.finditer(text)
-            if m.group(1) not in COMMON_CAPS and m.group(1) not in STOPWORDS]
+            if not _DETERMINER_BEFORE.search(text, 0, m.start()) and m.group(1) not in COMMON_CAPS
+            and m.group(1) not in STOPWORDS and not is_common_word(m.group(1))]
+
+
+_DETERMINER_BEFORE = re.compile(r"\b(?:the|a|an|my|his|her|your|our|their|this|that)\s+$", re.I)
 
 
 def _trim_common(words: list[str]) -> tuple[list[str], str]:

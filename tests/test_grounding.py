@@ -165,6 +165,7 @@ def test_sentences_end_before_lowercase_words_but_not_after_titles() -> None:
     # typed in lowercase, a title is still a title (split, "my dentist dr." lost the name)
     assert g.split_atomic("my dentist dr. halvorsen said i grind my teeth. a guard costs $300.") == [
         "my dentist dr. halvorsen said i grind my teeth.", "a guard costs $300."]
+    assert g.split_atomic("The page took 300 ms. Then it crashed.") == ["The page took 300 ms.", "Then it crashed."]
 
 
 def test_a_titled_name_is_a_person() -> None:
@@ -173,3 +174,6 @@ def test_a_titled_name_is_a_person() -> None:
     # in lowercase chat too, but only with the title's period, and "ms." is a duration's unit
     persons, _, surfaces = lex.scan_names("i'm with dr. mbeki now, it took 300 ms. later on, dr appt at 3")
     assert persons == ["Mbeki"] and surfaces == {"mbeki"}
+    # a title after a determiner is the noun, and a common word after one is no surname
+    for text in ("the dr. wants more tests", "my dr. appointment got moved", "dr. visit went fine"):
+        assert lex.scan_names(text)[0] == [], text

@@ -395,6 +395,7 @@ def test_reads_never_see_a_put_half_done(store: AriadneMemStore) -> None:
     """A read of a key that always exists, while another thread replaces it, finds a value
     every time (between the delete and the add it found none)."""
     import threading
+    import time
 
     ns = ("memories", "maya")
     store.put(ns, "city", {"content": "Maya lives in Porto."})
@@ -408,8 +409,9 @@ def test_reads_never_see_a_put_half_done(store: AriadneMemStore) -> None:
     t = threading.Thread(target=writer)
     t.start()
     seen = []
-    while not done.is_set():
+    while not done.is_set() and len(seen) < 200:
         seen.append(store.get(ns, "city"))
+        time.sleep(0.01)  # the writer gets its turns
     t.join()
     assert seen and all(item is not None for item in seen)
 
@@ -462,3 +464,24 @@ async def test_async_puts_to_one_key_keep_the_order_they_were_awaited_in(store: 
                                for i in range(5)))
         item = await store.aget(ns, "city")
         assert item is not None and "number 4" in item.value["content"]
+
+
+def test_a_put_replaces_a_value_extracted_while_it_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key's old value may be extracted (by another thread or process) between the
+    put's read of the key and its write: the put still replaces it (the facts of the key's
+    turn go in the same transaction), instead of leaving both values."""
+    ns = ("memories", "maya")
+    with AriadneMemory(tmp_path / "race", embedder=HashEmbedder()) as mem:
+        lazy = AriadneMemStore(mem, prefix=("memories",), flush=False)
+        lazy.put(ns, "city", {"content": "Maya lives in Lisbon."})
+        replace = mem.replace
+
+        def extracted_meanwhile(*args: Any, **kwargs: Any) -> int:
+            mem.flush()  # another writer extracts the pending value first
+            return replace(*args, **kwargs)
+
+        monkeypatch.setattr(mem, "replace", extracted_meanwhile)
+        lazy.put(ns, "city", {"content": "Maya lives in Porto."})
+        mem.flush()
+        item = lazy.get(ns, "city")
+        assert item is not None and "Porto" in item.value["content"] and "Lisbon" not in item.value["content"]

@@ -267,13 +267,38 @@ def test_replace_swaps_entries_for_new_turns_in_one_step(make_memory):
         mem.replace([middle.id], [{"speaker": "Maya", "text": ""}], user_id="u")
     assert [e.id for e in mem.entries("u")] == [first.id, middle.id, last.id]
     accepted = mem.replace([middle.id, "e-gone", theirs.id], turn("Maya", "Maya's bike is blue.", 40, "t4"),
-                           user_id="u", pending_turn_ids=["pending-1"])
+                           user_id="u", turn_ids=["pending-1"])
     assert accepted == 1
     mem.flush()
     texts = [e.text for e in mem.entries("u")]
     assert not any("3 pm" in t or "red" in t for t in texts) and any("blue" in t for t in texts)
     assert [e.id for e in mem.history(last.id, user_id="u")][:2] == [first.id, last.id]  # chain repaired
     assert [e.id for e in mem.entries("other")] == [theirs.id]
+    # a turn taken back goes whether it is still pending or extracted by now
+    mem.add(turn("Maya", "Maya's locker code is 4471.", 50, "t5"), user_id="u")
+    mem.flush()
+    mem.replace([], turn("Maya", "Maya's locker code is 9902.", 60, "t6"), user_id="u", turn_ids=["t5"])
+    mem.flush()
+    texts = [e.text for e in mem.entries("u")]
+    assert any("9902" in t for t in texts) and not any("4471" in t for t in texts)
+
+
+def test_a_malformed_pending_row_does_not_stop_a_replace(make_memory, store_location):
+    """A pending row that is not valid JSON (written by hand, or by an older version) is
+    nobody's turn: a replace that takes turns back goes on, and the row is quarantined as
+    ``pending`` quarantines it."""
+    mem = make_memory(hashing=True)
+    mem.add(turn("Maya", "Maya's bike is red.", 0, "t1"), user_id="u")
+    rows = mem._store  # the store's own connection, as a hand edit would be
+    with rows._tx() as db:  # type: ignore[attr-defined]
+        db.execute("INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (%s, NULL, NULL, %s)"
+                   if "postgres" in str(store_location("x")) else
+                   "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, NULL, NULL, ?)",
+                   ("u", "{not json"))
+    mem.replace([], turn("Maya", "Maya's bike is blue.", 5, "t2"), user_id="u", turn_ids=["t1"])
+    mem.flush()
+    texts = [e.text for e in mem.entries("u")]
+    assert any("blue" in t for t in texts) and not any("red" in t for t in texts)
 
 
 def test_an_export_reads_one_snapshot(pg):

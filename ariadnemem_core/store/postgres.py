@@ -51,8 +51,9 @@ from .records import (
     PendingConflict,
     WindowCommit,
     message_rows,
+    pending_of,
 )
-from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, turn_from_json
+from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, turn_from_json, turn_like
 
 log = logging.getLogger(__name__)
 
@@ -904,19 +905,27 @@ class PostgresStore:
     def replace(self, scope: Scope, entry_ids: Sequence[str], turn_ids: Sequence[str],
                 turns: Sequence[Turn]) -> int:
         """One transaction under the user's write lock (a window commit of the user does
-        not interleave): the entries of ``entry_ids`` that exist, the scope's pending turns
-        with an id in ``turn_ids``, then ``turns`` as pending."""
+        not interleave): the entries of ``entry_ids`` that exist and those of exactly the
+        scope extracted from ``turn_ids``, the scope's pending turns of ``turn_ids``, then
+        ``turns`` as pending."""
         with self._tx() as cur:
             self._hold_user(cur, scope.user_id)
             cur.execute("SELECT id FROM entries WHERE user_id = %s AND id = ANY(%s)",
                         (scope.user_id, list(entry_ids)))
             victims = [str(r[0]) for r in cur.fetchall()]
+            wanted = set(turn_ids)
+            exact = "user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s"
+            where = (scope.user_id, scope.agent_id, scope.session_id)
+            for turn_id in wanted:
+                # A LIKE on the JSON list narrows the scan; the list itself decides.
+                cur.execute(f"SELECT id, source_turn_ids FROM entries WHERE {exact} AND source_turn_ids LIKE %s",
+                            (*where, turn_like(turn_id)))
+                victims += [str(i) for i, src in cur.fetchall() if wanted & set(json.loads(src)) and i not in victims]
             for entry_id in victims:
                 self._bridged_delete(cur, scope.user_id, entry_id)
-            if turn_ids:
-                cur.execute("DELETE FROM pending_turns WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s "
-                            "AND session_id IS NOT DISTINCT FROM %s AND (turn::jsonb ->> 'turn_id') = ANY(%s)",
-                            (scope.user_id, scope.agent_id, scope.session_id, list(turn_ids)))
+            if wanted:
+                cur.execute(f"SELECT seq, turn FROM pending_turns WHERE {exact}", where)
+                cur.execute("DELETE FROM pending_turns WHERE seq = ANY(%s)", (pending_of(cur.fetchall(), turn_ids),))
             if turns:
                 self._add_pending(cur, scope, turns)
             self._touch(cur, [scope.user_id])

@@ -143,8 +143,9 @@ class Store(Protocol):
     def replace(self, scope: Scope, entry_ids: Sequence[str], turn_ids: Sequence[str],
                 turns: Sequence[Turn]) -> int:
         """In one transaction: remove the scope user's entries ``entry_ids`` (those already
-        gone are skipped; chains repaired), the scope's pending turns whose id is in
-        ``turn_ids``, and persist ``turns`` as pending. Returns how many entries went."""
+        gone are skipped; chains repaired), take back ``turn_ids`` (the scope's pending
+        turns of those ids and its entries extracted from them), and persist ``turns`` as
+        pending. Returns how many entries went."""
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of a user; False if there was none."""

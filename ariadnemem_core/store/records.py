@@ -28,7 +28,16 @@ from ..errors import InvalidInputError, StoreError
 from ..models import Entry, Scope, Turn, UpdateEdge, from_epoch, to_epoch
 from ..text import QUERY_STOPWORDS, index_words
 from .locking import Guarded
-from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, row_to_entry, turn_from_json
+from .rows import (
+    ENTRY_COLUMNS,
+    entry_params,
+    entry_row_problem,
+    fts_body,
+    readable,
+    row_to_entry,
+    turn_from_json,
+    turn_like,
+)
 
 SCHEMA_VERSION = 1
 #: Turns kept per scope as pronoun context for the next window.
@@ -739,6 +748,18 @@ class Records(Guarded):
         )
         self._delete_rows(db, [entry])
 
+    def entries_of_turns(self, scope: Scope, turn_ids: Sequence[str]) -> list[Entry]:
+        """The entries of exactly ``scope`` extracted from any of ``turn_ids``."""
+        wanted = set(turn_ids)
+        out: list[Entry] = []
+        for turn_id in wanted:
+            # A LIKE on the JSON list narrows the scan; the list itself decides.
+            rows = self._read(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE user_id = ? AND agent_id IS ? "
+                              "AND session_id IS ? AND source_turn_ids LIKE ?",
+                              (scope.user_id, scope.agent_id, scope.session_id, turn_like(turn_id)))
+            out += [e for e in readable(rows) if wanted & set(e.source_turn_ids)]
+        return list({e.id: e for e in out}.values())
+
     def replace_rows(self, scope: Scope, victims: Sequence[Entry], turn_ids: Sequence[str],
                      turns: Sequence[Turn]) -> None:
         """Remove ``victims`` (one at a time, so a chain through two of them is bridged
@@ -747,10 +768,11 @@ class Records(Guarded):
         with self._tx() as db:
             for entry in victims:
                 self._bridged_delete(db, entry)
-            db.executemany(
-                "DELETE FROM pending_turns WHERE user_id = ? AND agent_id IS ? AND session_id IS ? "
-                "AND json_extract(turn, '$.turn_id') = ?",
-                [(scope.user_id, scope.agent_id, scope.session_id, t) for t in turn_ids])
+            if turn_ids:
+                rows = db.execute("SELECT seq, turn FROM pending_turns WHERE user_id = ? AND agent_id IS ? "
+                                  "AND session_id IS ?", (scope.user_id, scope.agent_id, scope.session_id))
+                db.executemany("DELETE FROM pending_turns WHERE seq = ?",
+                               [(seq,) for seq in pending_of(rows.fetchall(), turn_ids)])
             if turns:
                 db.executemany(
                     "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
@@ -886,6 +908,22 @@ class Records(Guarded):
             rows = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
                               chunk)
             insert_messages(db, [m for m in message_rows(readable(rows.fetchall())) if (m.user_id, m.turn_id) in turns])
+
+
+def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list[int]:
+    """The seqs of the pending rows ``(seq, turn JSON)`` whose turn id is one of
+    ``turn_ids``. A row that is not valid JSON is nobody's turn here (:meth:`pending`
+    quarantines it): it must not stop a replace."""
+    wanted = set(turn_ids)
+    out = []
+    for seq, raw in rows:
+        try:
+            turn_id = json.loads(raw).get("turn_id")
+        except (ValueError, AttributeError):
+            continue
+        if turn_id in wanted:
+            out.append(int(seq))
+    return out
 
 
 # ---------------------------------------------------------------------- the message view

@@ -102,3 +102,10 @@ def entry_params(entry: Entry) -> tuple[Any, ...]:
 def fts_body(entry: Entry) -> str:
     """The words a lexical index holds for ``entry``: its text and its keywords."""
     return " ".join([entry.text, " ".join(entry.keywords)])
+
+
+def turn_like(turn_id: str) -> str:
+    """A LIKE pattern matching the ``source_turn_ids`` JSON lists that may hold ``turn_id``.
+    A "%" or "_" in the id is a wildcard there, so it may match more: the caller checks the
+    list itself."""
+    return "%" + json.dumps(turn_id).replace("%", "_") + "%"

@@ -32,9 +32,9 @@ What differs from a key-value store (``InMemoryStore``), by design:
   removes every fact whose provenance includes the key (a fact MERGEd from several puts
   goes with any of them). Writes of one store take turns: puts to one key from several
   threads leave the last one, and deleting a key twice at once raises nothing. A put
-  replaces in one transaction (a crash leaves the old value or the new one), and reads
-  wait for a put of the same store to finish. Ops handed to ``batch`` directly meet the
-  namespace rules ``put`` checks.
+  replaces in one transaction (a crash leaves the old value or the new one), and the
+  operations of one store object take turns (a read waits for a put to finish). Ops
+  handed to ``batch`` directly meet the namespace rules ``put`` checks.
 * ``search(query=...)`` runs AriadneMem's retrieval (hybrid search, bridges, node
   budget) in one user's memory, so the namespace prefix must name the user; results are
   one item per key, best first, ``score`` being the best fact's score. Facts that did not
@@ -205,12 +205,13 @@ class AriadneMemStore(BaseStore):
                 meta["note"] = True
             turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
                         TURN_PREFIX + op.key, meta)
-        # One transaction: the key's facts, its value still waiting for extraction (a put
-        # replaced before extraction, or deleted, never reaches the memory) and the new
-        # value. A crash leaves the old value or the new one, never neither.
+        # One transaction: the key's facts (by the key's turn id, so a value extracted since
+        # ``old`` was read goes too), its value still waiting for extraction (a put replaced
+        # before extraction, or deleted, never reaches the memory) and the new value. A crash
+        # leaves the old value or the new one, never neither.
         self.memory.replace([e.id for e in old], [] if op.value is None else [turn], user_id=scope.user_id,
                             agent_id=scope.agent_id, session_id=scope.session_id,
-                            pending_turn_ids=[TURN_PREFIX + op.key])
+                            turn_ids=[TURN_PREFIX + op.key])
         if op.value is not None and self.flush:
             self.memory.flush()
 
@@ -247,7 +248,8 @@ class AriadneMemStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations like ``InMemoryStore`` does: reads see the store as it was
         before the batch, then the writes are applied (the last write to a key wins).
-        Batches of one store take turns, so a read never sees a put half done."""
+        Batches of one store take turns, reads included (a read never sees a put half
+        done); another store object over the same memory is not held back."""
         ops = list(ops)
         results: list[Result] = []
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -273,7 +275,8 @@ class AriadneMemStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """``batch`` in a worker thread (embedding and extraction are CPU work). Batches
         awaited on one event loop run in the order they were awaited, as with
-        ``InMemoryStore``: ``gather(aput(k, v0), aput(k, v1))`` leaves ``v1``."""
+        ``InMemoryStore``: ``gather(aput(k, v0), aput(k, v1))`` leaves ``v1``. Cancelling
+        the await does not undo a batch whose thread has started: it finishes."""
         ops = list(ops)
         async with self._turn():
             return await asyncio.to_thread(self.batch, ops)
