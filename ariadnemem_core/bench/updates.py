@@ -215,7 +215,9 @@ def _score_answers(d: dict[str, Any], ask: Callable[[str], str], n: Counter[str]
 #:   for endings of names and persons, so it tunes now;
 #: * ``validation-5``: written the same way; it judged the rules until its misses were read
 #:   for the tenses of change verbs and an assistant's restatement, so it tunes now;
-#: * ``validation-6``: written the same way, frozen and never read: the validation figure.
+#: * ``validation-6``: written the same way; it judged the rules until its misses were read
+#:   for chat typed in lowercase, so it tunes now;
+#: * ``validation-7``: written the same way, frozen and never read: the validation figure.
 SUITES = {
     "suite": DEFAULT_SUITE,
     "held-out": DEFAULT_SUITE.with_name("update_dialogues_heldout.json"),
@@ -225,6 +227,7 @@ SUITES = {
     "validation-4": DEFAULT_SUITE.with_name("update_dialogues_validation4.json"),
     "validation-5": DEFAULT_SUITE.with_name("update_dialogues_validation5.json"),
     "validation-6": DEFAULT_SUITE.with_name("update_dialogues_validation6.json"),
+    "validation-7": DEFAULT_SUITE.with_name("update_dialogues_validation7.json"),
 }
 _SHARES = ("linked", "negatives_clean", "latest_answered", "original_answered", "negatives_answered")
 _ANSWERED = _SHARES[2:]
