@@ -818,3 +818,19 @@ def test_demo_writes_store_and_picture(capsys, tmp_path: Path, minilm) -> None:
     assert run_json(capsys, "stats", "--store", store)["users"]["demo"] > 0
     code, _, err = run(capsys, "demo", "--picture", tmp_path / "g.gif")
     assert code == 2 and "--picture" in err
+
+
+def test_a_store_built_without_a_model_is_read_with_its_own_embedder(capsys, tmp_path: Path) -> None:
+    """A store written with the hashing embedder (``ariadnemem mcp --embedder hash``) is
+    read, exported and checked by the other commands with that embedder (they refused it
+    for the embedded model's and left no way to inspect or repair it)."""
+    from ariadnemem_core import AriadneMemory, HashEmbedder
+
+    store = tmp_path / "hashed"
+    with AriadneMemory(store, embedder=HashEmbedder()) as mem:
+        mem.add({"speaker": "Maya", "text": "I parked at level 3 of the garage."}, user_id="maya")
+    code, out, err = run(capsys, "entries", "--store", store, "--user", "maya")
+    assert code == 0 and "level 3" in out, err
+    for args in (("stats",), ("doctor", "--check-only"), ("export", tmp_path / "h.jsonl")):
+        code, _, err = run(capsys, *args, "--store", store)
+        assert code == 0, (args, err)

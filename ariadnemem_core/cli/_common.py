@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -96,12 +96,37 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
         check_store_dir(path)
         if must_exist and not SQLiteStore.exists(path):
             raise fail(f"no memory at {path} (add turns first: ariadnemem add FILE --store {path})")
+        if "embedder" not in kwargs and (dim := _hashed_dim(path)):
+            # Built without a model (``ariadnemem mcp --embedder hash``): read, export and
+            # repair it with the same embedder rather than refuse it.
+            from ..embedding import HashEmbedder
+
+            kwargs["embedder"] = HashEmbedder(dim)
     mem = AriadneMemory(location, chroma_host=chroma_host, chroma_port=chroma_port if chroma_host else None,
                         **kwargs)
     try:
         yield mem
     finally:
         mem.close(flush=flush)
+
+
+def _hashed_dim(path: Path) -> int | None:
+    """The dimension of the hashing embedder a store directory was built with, if it was
+    (None for a model's store, a new directory or an unreadable one)."""
+    import sqlite3
+
+    from ..store import DB_FILENAME
+
+    db_file = path / DB_FILENAME
+    if not db_file.is_file():
+        return None
+    try:
+        with closing(sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=5)) as db:
+            rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+    except sqlite3.Error:
+        return None  # the open itself says what is wrong
+    name, dim = str(rows.get("embedder", "")), str(rows.get("dim", ""))
+    return int(dim) if name == f"hash-bow-{dim}" and dim.isdigit() else None
 
 
 def check_store_dir(path: Path) -> None:
