@@ -403,7 +403,6 @@ def scan_names(text: str, participants: Mapping[str, str] | None = None
     return persons, [e for e in _dedupe(entities) if e.lower() not in taken], surfaces
 
 
-
 def _lower_titled(text: str) -> list[str]:
     """Lowercase words after a lowercase title: chat typed in lowercase names a person after
     a title too ("my dentist dr. halvorsen"). Not after a determiner ("the dr. wants more
