@@ -378,9 +378,11 @@ class AriadneMemory:
         back earlier turns and store ``turns`` (as :meth:`add` does) in one transaction.
 
         An edit of a memory ("the key 'city' now says Lisbon") is a delete and an add; done
-        as two calls, a crash between them loses both the old facts and the new turn, and a
-        reader between them sees neither. Here the store holds the old state or the new one,
-        never neither. Entries already gone are skipped (deleting twice deletes once).
+        as two calls, a crash between them loses both the old facts and the new turn. Here
+        the store holds the old state or the new one, never neither. What reads see of the
+        new turns waits for their extraction, as after :meth:`add` (at once when a window
+        fills, else at :meth:`flush`). Entries already gone are skipped (deleting twice
+        deletes once).
 
         Args:
             entry_ids: entries of ``user_id`` to delete (update chains through them are
@@ -393,7 +395,8 @@ class AriadneMemory:
             turn_ids: earlier turns of exactly this scope to take back, by turn id: a turn
                 still waiting for extraction is dropped, and the entries extracted from one
                 are deleted, whichever it is by the time the transaction runs (an entry
-                MERGEd from several turns goes with any of them).
+                MERGEd from several turns stays while one of them is kept, without the
+                turns taken back).
 
         Returns:
             How many turns were accepted.

@@ -485,3 +485,20 @@ def test_a_put_replaces_a_value_extracted_while_it_ran(tmp_path: Path, monkeypat
         mem.flush()
         item = lazy.get(ns, "city")
         assert item is not None and "Porto" in item.value["content"] and "Lisbon" not in item.value["content"]
+
+
+def test_a_fact_two_keys_hold_stays_while_one_of_them_does(store: AriadneMemStore) -> None:
+    """The same value put under two keys is one fact (the second put MERGEs into the
+    first): deleting or replacing one key leaves the other's value (deleting ``a`` lost
+    ``b``'s acknowledged value)."""
+    ns = ("memories", "maya")
+    store.put(ns, "a", {"content": "Maya is vegetarian."})
+    store.put(ns, "b", {"content": "Maya is vegetarian."})
+    store.delete(ns, "a")
+    item = store.get(ns, "b")
+    assert item is not None and "vegetarian" in item.value["content"] and store.get(ns, "a") is None
+    store.put(ns, "c", {"content": "Maya plays the cello."})
+    store.put(ns, "d", {"content": "Maya plays the cello."})
+    store.put(ns, "c", {"content": "Maya plays the violin now."})
+    kept = store.get(ns, "d")
+    assert kept is not None and "cello" in kept.value["content"]

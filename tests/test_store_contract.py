@@ -283,6 +283,19 @@ def test_replace_swaps_entries_for_new_turns_in_one_step(make_memory):
     assert any("9902" in t for t in texts) and not any("4471" in t for t in texts)
 
 
+def test_turns_taken_back_by_any_id(make_memory):
+    """Turn ids are matched in the stored JSON lists whatever they hold: a quote, a
+    backslash, a tab, letters outside ASCII, a LIKE wildcard (Postgres' LIKE read the
+    JSON escapes as its own, and missed them)."""
+    mem = make_memory(hashing=True)
+    ids = ['q"uote', "back\\slash", "tab\there", "café", "日本", "50%_off"]
+    for i, turn_id in enumerate(ids):
+        mem.add(turn("Maya", f"Maya's locker number {i} is {4400 + i}.", i, turn_id), user_id="u")
+    mem.flush()
+    mem.replace([], user_id="u", turn_ids=ids)
+    assert mem.entries("u") == []
+
+
 def test_a_malformed_pending_row_does_not_stop_a_replace(make_memory, store_location):
     """A pending row that is not valid JSON (written by hand, or by an older version) is
     nobody's turn: a replace that takes turns back goes on, and the row is quarantined as

@@ -1213,8 +1213,9 @@ VALIDATION_4 = Path(__file__).parent / "data" / "update_dialogues_validation4.js
 #: lowercase chat), so they tune now.
 VALIDATION_5 = Path(__file__).parent / "data" / "update_dialogues_validation5.json"
 VALIDATION_6 = Path(__file__).parent / "data" / "update_dialogues_validation6.json"
-#: The seventh, written the same way and never read: the validation figure. What the offline
-#: memory reaches on it, measured, not targets: rules written from other dialogues carry little.
+#: The seventh, written the same way: the last judge (read after its last measurement). What
+#: the offline memory reaches on it, measured, not targets: rules written from other dialogues
+#: carry little.
 VALIDATION_7 = Path(__file__).parent / "data" / "update_dialogues_validation7.json"
 
 
@@ -1235,8 +1236,9 @@ def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: di
 
 
 def test_the_next_judge_is_well_formed_and_unmeasured() -> None:
-    """The eighth suite judges the rules once validation-7 is read: it is checked for shape
-    only (no memory reads it here), so no figure of it is seen before then."""
+    """The eighth suite judges the next round of rules: its first figures were taken once,
+    by hand, before validation-7 was read; here it is checked for shape only (no memory
+    reads it), so no figure of it is seen in between."""
     suite = load_suite(Path(__file__).parent / "data" / "update_dialogues_validation8.json")
     updates = [d for d in suite if d["kind"] == "update"]
     assert len(updates) == 20 and len(suite) == 30

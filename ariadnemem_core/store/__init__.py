@@ -253,15 +253,18 @@ class SQLiteStore(Records, DenseIndex):
     def replace(self, scope: Scope, entry_ids: Sequence[str], turn_ids: Sequence[str],
                 turns: Sequence[Turn]) -> int:
         """Remove entries (by id, and those of exactly ``scope`` extracted from
-        ``turn_ids``) and the scope's pending turns of ``turn_ids``, and persist new turns, in
-        one transaction (a crash leaves the old state or the new one, never neither); the
-        vectors of the removed entries go through the tombstones after it."""
+        ``turn_ids`` only; one MERGEd from another turn too stays, without them) and the
+        scope's pending turns of ``turn_ids``, and persist new turns, in one transaction (a
+        crash leaves the old state or the new one, never neither); the vectors of the
+        removed entries go through the tombstones after it."""
         with self._write_guard():  # no other writer commits until the rows are replaced
             found = self.get(list(entry_ids), scope.user_id)
-            if turn_ids:
-                found |= {e.id: e for e in self.entries_of_turns(scope, turn_ids)}
+            taken = self.entries_of_turns(scope, turn_ids) if turn_ids else []
+            # A fact MERGEd from a turn taken back and another one stays for the other.
+            kept = [e for e in taken if e.id not in found and set(e.source_turn_ids) - set(turn_ids)]
+            found |= {e.id: e for e in taken if not set(e.source_turn_ids) - set(turn_ids)}
             victims = list(found.values())
-            self.replace_rows(scope, victims, turn_ids, turns)
+            self.replace_rows(scope, victims, turn_ids, turns, kept)
             self._drop_vectors(victims)
         return len(victims)
 

@@ -917,10 +917,19 @@ class PostgresStore:
             exact = "user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s"
             where = (scope.user_id, scope.agent_id, scope.session_id)
             for turn_id in wanted:
-                # A LIKE on the JSON list narrows the scan; the list itself decides.
+                # A LIKE on the JSON list narrows the scan; the list itself decides. A fact
+                # MERGEd from another turn too stays for it, without the turns taken back.
                 cur.execute(f"SELECT id, source_turn_ids FROM entries WHERE {exact} AND source_turn_ids LIKE %s",
                             (*where, turn_like(turn_id)))
-                victims += [str(i) for i, src in cur.fetchall() if wanted & set(json.loads(src)) and i not in victims]
+                for i, src in cur.fetchall():
+                    sources = json.loads(src)
+                    if not wanted & set(sources) or str(i) in victims:
+                        continue
+                    if set(sources) - wanted:
+                        cur.execute("UPDATE entries SET source_turn_ids = %s WHERE user_id = %s AND id = %s",
+                                    (json.dumps([t for t in sources if t not in wanted]), scope.user_id, i))
+                    else:
+                        victims.append(str(i))
             for entry_id in victims:
                 self._bridged_delete(cur, scope.user_id, entry_id)
             if wanted:

@@ -761,11 +761,14 @@ class Records(Guarded):
         return list({e.id: e for e in out}.values())
 
     def replace_rows(self, scope: Scope, victims: Sequence[Entry], turn_ids: Sequence[str],
-                     turns: Sequence[Turn]) -> None:
+                     turns: Sequence[Turn], kept: Sequence[Entry] = ()) -> None:
         """Remove ``victims`` (one at a time, so a chain through two of them is bridged
-        whole), the scope's pending turns with an id in ``turn_ids``, and persist ``turns``
-        as pending (counted in ``turns_seen``), in one transaction."""
+        whole), take ``turn_ids`` out of the provenance of ``kept`` (facts other turns
+        keep), remove the scope's pending turns with an id in ``turn_ids``, and persist
+        ``turns`` as pending (counted in ``turns_seen``), in one transaction."""
         with self._tx() as db:
+            if kept:
+                self._drop_provenance(db, kept, turn_ids)
             for entry in victims:
                 self._bridged_delete(db, entry)
             if turn_ids:
@@ -885,11 +888,7 @@ class Records(Guarded):
 
     def _delete_rows(self, db: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         turns = {(e.user_id, t) for e in entries for t in e.source_turn_ids}
-        mates: set[str] = set()
-        for user_id, turn_id in turns:
-            for (ids,) in db.execute("SELECT entry_ids FROM messages WHERE user_id = ? AND turn_id = ?",
-                                     (user_id, turn_id)):
-                mates.update(json.loads(ids))
+        mates = self._message_mates(db, turns)
         for e in entries:
             db.execute("DELETE FROM entries WHERE id = ?", (e.id,))
             db.execute("DELETE FROM entries_fts WHERE rowid = ?", (e.seq,))
@@ -897,17 +896,44 @@ class Records(Guarded):
             db.execute("DELETE FROM mentions WHERE entry_id = ?", (e.id,))
             db.execute("DELETE FROM attributes WHERE entry_id = ?", (e.id,))
             db.execute("INSERT OR REPLACE INTO tombstones(entry_id, user_id) VALUES (?, ?)", (e.id, e.user_id))
-            # The message view of its turns goes with it: it holds the message's words.
-            for turn_id in e.source_turn_ids:
-                delete_messages(db, e.user_id, turn_id)
-        # ... and is derived again from the entries of those turns that remain ("I adopted a
-        # parrot. I also bought a kayak.": deleting the parrot keeps the kayak's message).
-        rest = sorted(mates - {e.id for e in entries})
-        for start in range(0, len(rest), 500):
-            chunk = rest[start : start + 500]
+        # The message view of its turns goes with it (it holds the message's words), and is
+        # derived again from the entries of those turns that remain ("I adopted a parrot. I
+        # also bought a kayak.": deleting the parrot keeps the kayak's message).
+        self._derive_messages_again(db, turns, mates - {e.id for e in entries})
+
+    @staticmethod
+    def _message_mates(db: sqlite3.Connection, turns: set[tuple[str, str]]) -> set[str]:
+        """The entries the message view lists for ``turns`` ((user, turn id) pairs)."""
+        mates: set[str] = set()
+        for user_id, turn_id in turns:
+            for (ids,) in db.execute("SELECT entry_ids FROM messages WHERE user_id = ? AND turn_id = ?",
+                                     (user_id, turn_id)):
+                mates.update(json.loads(ids))
+        return mates
+
+    @staticmethod
+    def _derive_messages_again(db: sqlite3.Connection, turns: set[tuple[str, str]], rest: set[str]) -> None:
+        """Drop the message rows of ``turns`` and derive them again from the entries
+        ``rest`` as they are stored now."""
+        for user_id, turn_id in turns:
+            delete_messages(db, user_id, turn_id)
+        ids = sorted(rest)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
             rows = db.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id IN ({','.join('?' * len(chunk))})",
                               chunk)
             insert_messages(db, [m for m in message_rows(readable(rows.fetchall())) if (m.user_id, m.turn_id) in turns])
+
+    def _drop_provenance(self, db: sqlite3.Connection, entries: Sequence[Entry], turn_ids: Sequence[str]) -> None:
+        """Take ``turn_ids`` out of the provenance of ``entries``, which other turns keep
+        (a fact MERGEd from two puts stays while one of them does); the message view of
+        those turns is derived again without them."""
+        wanted = set(turn_ids)
+        turns = {(e.user_id, t) for e in entries for t in e.source_turn_ids if t in wanted}
+        mates = self._message_mates(db, turns)
+        db.executemany("UPDATE entries SET source_turn_ids = ? WHERE id = ?",
+                       [(json.dumps([t for t in e.source_turn_ids if t not in wanted]), e.id) for e in entries])
+        self._derive_messages_again(db, turns, mates)
 
 
 def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list[int]:

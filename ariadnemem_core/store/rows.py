@@ -9,6 +9,7 @@ its own SQL.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -105,7 +106,8 @@ def fts_body(entry: Entry) -> str:
 
 
 def turn_like(turn_id: str) -> str:
-    """A LIKE pattern matching the ``source_turn_ids`` JSON lists that may hold ``turn_id``.
-    A "%" or "_" in the id is a wildcard there, so it may match more: the caller checks the
-    list itself."""
-    return "%" + json.dumps(turn_id).replace("%", "_") + "%"
+    """A LIKE pattern matching the ``source_turn_ids`` JSON lists that may hold ``turn_id``:
+    its letters and digits, any run of other characters a wildcard ("café" is stored as
+    ``caf\\u00e9``, a quote as ``\\"``, and a backslash escapes in Postgres' LIKE). It may
+    match more: the caller checks the list itself."""
+    return "%" + re.sub(r"[^A-Za-z0-9]+", "%", turn_id) + "%"

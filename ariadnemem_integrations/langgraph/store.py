@@ -29,9 +29,9 @@ What differs from a key-value store (``InMemoryStore``), by design:
   verbatim (that is kept under ``value["put_value"]`` as provenance). A value the gate
   finds uninformative may leave no fact, and then ``get`` returns None.
 * ``put`` on an existing key replaces the facts extracted from that key; ``delete``
-  removes every fact whose provenance includes the key (a fact MERGEd from several puts
-  goes with any of them). Writes of one store take turns: puts to one key from several
-  threads leave the last one, and deleting a key twice at once raises nothing. A put
+  removes them (a fact MERGEd from several puts stays while another of its keys holds
+  it). Writes of one store take turns: puts to one key from several threads leave the
+  last one, and deleting a key twice at once raises nothing. A put
   replaces in one transaction (a crash leaves the old value or the new one), and the
   operations of one store object take turns (a read waits for a put to finish). Ops
   handed to ``batch`` directly meet the namespace rules ``put`` checks.
@@ -209,7 +209,10 @@ class AriadneMemStore(BaseStore):
         # ``old`` was read goes too), its value still waiting for extraction (a put replaced
         # before extraction, or deleted, never reaches the memory) and the new value. A crash
         # leaves the old value or the new one, never neither.
-        self.memory.replace([e.id for e in old], [] if op.value is None else [turn], user_id=scope.user_id,
+        # By id only the facts keyed by their own id (added with ``memory.add``); a fact of
+        # this key MERGEd with another key's put stays for that key.
+        self.memory.replace([e.id for e in old if e.id == op.key], [] if op.value is None else [turn],
+                            user_id=scope.user_id,
                             agent_id=scope.agent_id, session_id=scope.session_id,
                             turn_ids=[TURN_PREFIX + op.key])
         if op.value is not None and self.flush:
