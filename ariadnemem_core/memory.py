@@ -406,8 +406,8 @@ class AriadneMemory:
         """
         scope = Scope(_user(user_id), agent_id, session_id)
         for name, value in (("entry_ids", entry_ids), ("turn_ids", turn_ids)):
-            if isinstance(value, str):
-                raise InvalidInputError(name, "give an iterable of ids, not one string")
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                raise InvalidInputError(name, f"give an iterable of ids, not {type(value).__name__}")
         ids = [_entry_id(i, "entry_ids") for i in entry_ids]
         taken_back = [_entry_id(i, "turn_ids") for i in turn_ids]
         batch = _normalize_turns(turns)

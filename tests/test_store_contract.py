@@ -265,6 +265,9 @@ def test_replace_swaps_entries_for_new_turns_in_one_step(make_memory):
     mem.add(turn("Maya", "Maya's bike is red.", 30, "pending-1"), user_id="u")  # not yet extracted
     with pytest.raises(InvalidInputError):
         mem.replace([middle.id], [{"speaker": "Maya", "text": ""}], user_id="u")
+    for ids, turns_back in ((None, ()), ([middle.id], None), (middle.id, ())):
+        with pytest.raises(InvalidInputError):  # not a TypeError from deep inside
+            mem.replace(ids, user_id="u", turn_ids=turns_back)  # type: ignore[arg-type]
     assert [e.id for e in mem.entries("u")] == [first.id, middle.id, last.id]
     accepted = mem.replace([middle.id, "e-gone", theirs.id], turn("Maya", "Maya's bike is blue.", 40, "t4"),
                            user_id="u", turn_ids=["pending-1"])
