@@ -436,14 +436,10 @@ def _governed(text: str, named: set[str]) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def _cues(text: str, named: set[str]) -> tuple[bool, frozenset[str]]:
-    """(a change cue governs a value in ``text``, slot stems of an "instead of Y")."""
-    lowercase = _typed_lowercase(text)
-    strong = bool(_STRONG_CUE.search(text)) or any(_value_follows(text[m.end():], named, lowercase=lowercase)
-                                                   for m in _CHANGE_TO.finditer(text))
-    replaced = frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in letter_words(m.group(1))
-                         if w not in STOPWORDS and w not in _LIGHT)
-    return strong, replaced
+def _replaced(text: str) -> frozenset[str]:
+    """Slot stems of an "instead of Y" in ``text``."""
+    return frozenset(stem(w) for m in _INSTEAD_OF.finditer(text) for w in letter_words(m.group(1))
+                     if w not in STOPWORDS and w not in _LIGHT)
 
 
 def _slot_walk(tokens: list[str], persons: set[str], value_words: set[str]
@@ -543,8 +539,9 @@ def _profile_of(text: str, speaker: str | None, persons_: tuple[str, ...], entit
                                          for rest in examples)}
     if named:
         values["name"] = named
-    strong, replaced = _cues(original, named)
+    # A change cue governs a value exactly when ``_governed`` finds a type it governs.
     governed = _governed(original, named)
+    strong, replaced = bool(governed), _replaced(original)
     # Punctuation parts words: "(starter:flour:water)" / "cold water" name one water, and
     # "every morning, water it" has no "morning water".
     slots, before, after = _slot_walk(_WORDS.findall(_PUNCTUATION.sub(" | ", rest)), persons, value_words)

@@ -85,9 +85,8 @@ def _count(text: str) -> int:
 _cached_count = functools.lru_cache(maxsize=65536)(_count)
 
 
-@functools.lru_cache(maxsize=65536)
 def is_common_word(word: str) -> bool:
     """Whether ``word`` (lowercase) is one token of cl100k after a space: the vocabulary
     holds the common words of English whole ("wants", "appointment") and splits rare names
     ("mbeki", "halvorsen") into pieces."""
-    return len(_encoding().encode(" " + word)) == 1
+    return count_tokens(" " + word) == 1

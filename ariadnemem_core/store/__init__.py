@@ -259,10 +259,13 @@ class SQLiteStore(Records, DenseIndex):
         removed entries go through the tombstones after it."""
         with self._write_guard():  # no other writer commits until the rows are replaced
             found = self.get(list(entry_ids), scope.user_id)
-            taken = self.entries_of_turns(scope, turn_ids) if turn_ids else []
-            # A fact MERGEd from a turn taken back and another one stays for the other.
-            kept = [e for e in taken if e.id not in found and set(e.source_turn_ids) - set(turn_ids)]
-            found |= {e.id: e for e in taken if not set(e.source_turn_ids) - set(turn_ids)}
+            taken_back = set(turn_ids)
+            kept: list[Entry] = []
+            for e in self.entries_of_turns(scope, turn_ids) if turn_ids else []:
+                if not set(e.source_turn_ids) - taken_back:
+                    found[e.id] = e
+                elif e.id not in found:
+                    kept.append(e)  # MERGEd from another turn too: it stays for that one
             victims = list(found.values())
             self.replace_rows(scope, victims, turn_ids, turns, kept)
             self._drop_vectors(victims)
