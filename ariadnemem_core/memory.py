@@ -421,6 +421,48 @@ class AriadneMemory:
                                 type(exc).__name__, exc)
         return len(batch)
 
+    def link(self, old_id: str, new_id: str, *, user_id: str = "default") -> None:
+        """Record a change the memory missed: ``new_id`` is the newer state of ``old_id``.
+
+        The update detector reads wording, and a change said in passing ("marcus is my boss
+        now" after "my manager priya ...") is often not read as one. An agent that
+        understood it, or a user, records it here: ``old_id`` gets a valid-until,
+        ``history()`` runs old -> new, and retrieval and answers treat the old fact as
+        superseded, exactly as for a link the detector made. Both entries are kept (the
+        older state still answers "what was it before?"); :meth:`unlink` undoes it.
+
+        One truth per fork, as the detector keeps it: an entry has at most one newer
+        state, so an ``old_id`` that already has another must be unlinked from it first.
+        Linking the same pair again changes nothing.
+
+        Args:
+            old_id: the entry that no longer holds.
+            new_id: the entry that replaces it; said at the same time or later.
+            user_id: whose memory (another user's entries are not found).
+
+        Raises:
+            NotFoundError: either entry does not exist for that user.
+            InvalidInputError: the two are one entry, ``new_id`` was said before
+                ``old_id``, ``old_id`` already has another newer state, or ``new_id``
+                leads back to ``old_id`` (a loop).
+        """
+        user_id, old_id, new_id = _user(user_id), _entry_id(old_id, "old_id"), _entry_id(new_id, "new_id")
+        if old_id == new_id:
+            raise InvalidInputError("new_id", "an entry cannot be its own newer state")
+        with self._user_locks.hold(user_id):
+            old, new = self.get(old_id, user_id=user_id), self.get(new_id, user_id=user_id)
+            if old.superseded_by == new_id:
+                return
+            if old.superseded_by:
+                raise InvalidInputError("old_id", f"{old_id!r} already has the newer state {old.superseded_by!r}; "
+                                                  "unlink it first (one newer state per entry)")
+            if old.timestamp and new.timestamp and new.timestamp < old.timestamp:
+                raise InvalidInputError("new_id", f"{new_id!r} was said before {old_id!r}: the newer state is the "
+                                                  "later one (swap them)")
+            if old_id in {e.id for e in self.history(new_id, user_id=user_id)}:
+                raise InvalidInputError("new_id", f"{new_id!r} already leads to {old_id!r}: the link would loop")
+            self._store.link(user_id, old_id, new_id)
+
     def unlink(self, old_id: str, new_id: str, *, user_id: str = "default") -> None:
         """Remove an update link the memory got wrong: ``new_id`` does not replace ``old_id``.
 

@@ -71,7 +71,7 @@ def mcp(
     """Serve the memory to MCP clients (Claude Desktop, IDEs, agent frameworks).
 
     Tools: add_turns, retrieve, answer, history, list_entries, stats, delete_entry,
-    unlink_update, forget_user. stdio by default (the client starts this command);
+    link_update, unlink_update, forget_user. stdio by default (the client starts this command);
     --http serves streamable HTTP. Needs the mcp extra: pip install "ariadnemem[mcp]".
     """
     address = _host_port(http) if http else None

@@ -651,6 +651,18 @@ def test_delete_entry(capsys, copy: Path, listing) -> None:
     assert code == 1 and err.startswith("Error:")
 
 
+def test_link_a_missed_update(capsys, copy: Path, listing) -> None:
+    first, later = entry_for(listing, "alice", "a1"), entry_for(listing, "alice", "a4")
+    code, _, err = run(capsys, "link", first["id"], later["id"], "--store", copy, "-u", "bob")  # not bob's
+    assert code == 1 and err.startswith("Error:") and "user 'bob'" in err
+    code, _, err = run(capsys, "link", later["id"], first["id"], "--store", copy, "-u", "alice")  # new -> old
+    assert code == 1 and "said before" in err
+    assert run_json(capsys, "link", first["id"][:10], later["id"], "--store", copy, "-u", "alice") == {
+        "linked": [first["id"], later["id"]]}
+    assert ids(run_json(capsys, "history", first["id"], "--store", copy, "-u", "alice"))[:2] == [
+        first["id"], later["id"]]
+
+
 def test_unlink_a_wrong_update(capsys, copy: Path, listing) -> None:
     old, new = entry_for(listing, "alice", "a2"), entry_for(listing, "alice", "a4")
     code, _, err = run(capsys, "unlink", old["id"], new["id"], "--store", copy, "-u", "bob")  # not bob's

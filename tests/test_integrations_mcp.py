@@ -105,6 +105,16 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
         await _call(session, "unlink_update", old_id=bob_entry, new_id=ids[0])
     with pytest.raises(RuntimeError, match="no update link"):
         await _call(session, "unlink_update", old_id=ids[0], new_id=ids[1])
+    # A change the agent understood and the memory missed: recorded, refused the other way
+    # round (with the reason), and undone.
+    with pytest.raises(RuntimeError, match="no entry"):
+        await _call(session, "link_update", old_id=bob_entry, new_id=ids[0])
+    assert await _call(session, "link_update", old_id=ids[0], new_id=ids[1]) == {"linked": [ids[0], ids[1]]}
+    hist = await _call(session, "history", entry_id=ids[1])
+    assert [s["id"] for s in hist["states"]] == [ids[0], ids[1]]
+    with pytest.raises(RuntimeError, match="new_id"):
+        await _call(session, "link_update", old_id=ids[1], new_id=ids[0])
+    assert await _call(session, "unlink_update", old_id=ids[0], new_id=ids[1]) == {"unlinked": [ids[0], ids[1]]}
     sneaky = await session.call_tool("retrieve", {"query": "locker code", "user_id": "bob"})
     # (the secret's text, not the bare digits: a timing figure in the stats may hold them)
     assert "locker code is 4417" not in json.dumps(sneaky.model_dump(mode="json"))

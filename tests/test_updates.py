@@ -907,6 +907,74 @@ def test_a_wrong_link_can_be_undone(make_memory) -> None:
         mem.unlink(budget.id, cut.id, user_id="u")  # already gone
 
 
+MANAGER = [
+    ("user", "my manager priya wants me to present the roadmap next week. any tips?"),
+    ("assistant", "Lead with the outcome, keep each slide to one idea, and rehearse the first minute aloud."),
+    ("user", "ok thanks. also whats a good name for a team slack channel"),
+    ("assistant", "How about #ship-it or #team-lounge?"),
+    ("user", "so priya left last friday and marcus runs the team now. how do i set expectations with him?"),
+    ("assistant", "Ask him early how he likes updates and what a good first month looks like to him."),
+]
+
+
+@pytest.mark.both_backends
+def test_a_missed_change_can_be_recorded(make_memory) -> None:
+    """``link`` records a change the detector did not read: the old fact gets a valid-until,
+    history() runs old -> new, the evidence graph marks it and the offline answer gives the
+    new state; linking again changes nothing, unlink undoes it. The wrong order, a second
+    newer state, one entry twice and another user's entries are refused, leaving
+    the edges as they were."""
+    from datetime import timedelta
+
+    from ariadnemem_core import InvalidInputError, NotFoundError, Turn
+
+    mem = make_memory("manager")
+    mem._llm_checked = True  # offline answers even if the environment names an LLM
+    start = datetime(2024, 5, 6, 10)
+    mem.add([Turn(s, t, start + timedelta(days=20 * (i // 4), minutes=i), f"m{i}")
+             for i, (s, t) in enumerate(MANAGER)], user_id="u")
+    mem.add([Turn("user", "my manager is dana.", start, "x0")], user_id="v")
+    mem.flush()
+    by_turn = {e.source_turn_ids[0]: e for e in mem.entries("u") if "priya" in e.text.lower()}
+    old, new = by_turn["m0"], by_turn["m4"]
+    assert not mem.edges("u")  # the detector reads no change here: no shared attribute word
+    slack = next(e for e in mem.entries("u") if "slack" in e.text)
+    other = mem.entries("v")[0]
+
+    for bad in (lambda: mem.link(new.id, old.id, user_id="u"),   # the newer state said first
+                lambda: mem.link(old.id, old.id, user_id="u")):  # one entry twice
+        with pytest.raises(InvalidInputError):
+            bad()
+    with pytest.raises(NotFoundError):
+        mem.link(old.id, other.id, user_id="u")  # another user's entry
+    with pytest.raises(NotFoundError):
+        mem.link(old.id, new.id, user_id="v")
+    assert not mem.edges("u") and not mem.edges("v")
+
+    mem.link(old.id, new.id, user_id="u")
+    mem.link(old.id, new.id, user_id="u")  # again: nothing changes
+    assert [(e.src, e.dst) for e in mem.edges("u")] == [(old.id, new.id)]
+    now = {e.id: e for e in mem.entries("u")}
+    assert now[old.id].superseded_by == new.id and now[old.id].valid_until == new.timestamp
+    assert [e.id for e in mem.history(old.id, user_id="u")] == [old.id, new.id]
+    with pytest.raises(InvalidInputError, match="already has the newer state"):
+        mem.link(old.id, slack.id, user_id="u")  # one newer state per entry
+    with pytest.raises(InvalidInputError):
+        mem.link(new.id, old.id, user_id="u")  # back from the newer state
+    graph = mem.retrieve("Who is my manager?", user_id="u")
+    assert graph.fact(old.id) is not None and graph.fact(old.id).superseded_by == new.id
+    assert "marcus" in mem.answer("Who is my manager?", user_id="u").text.lower()
+
+    mem.unlink(old.id, new.id, user_id="u")
+    assert not mem.edges("u") and mem.get(old.id, user_id="u").superseded_by is None
+    # Two sentences of one message are said at one time: either may be the newer state,
+    # but not both ways round.
+    first, second = [e for e in mem.entries("u") if e.source_turn_ids == ["m4"]][:2]
+    mem.link(first.id, second.id, user_id="u")
+    with pytest.raises(InvalidInputError, match="loop"):
+        mem.link(second.id, first.id, user_id="u")
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

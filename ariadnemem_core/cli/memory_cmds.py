@@ -50,7 +50,7 @@ PICTURE_HELP = "Also draw the evidence graph to this file: .png, .svg, .html (se
 
 
 def register(app: typer.Typer) -> None:
-    for func in (add, retrieve, ask, entries, history, stats, doctor, export, import_, forget, delete, unlink):
+    for func in (add, retrieve, ask, entries, history, stats, doctor, export, import_, forget, delete, link, unlink):
         name = func.__name__.rstrip("_")
         app.command(name)(handle_errors(func))
 
@@ -464,6 +464,22 @@ def delete(
         entry_id = _resolve_id(mem, entry_id, user)
         mem.delete(entry_id, user_id=user)
     emit_json({"deleted": entry_id}) if as_json else say(out, Text(f"deleted {entry_id}"))
+
+
+def link(
+    old_id: Annotated[str, typer.Argument(metavar="OLD_ID", help="The entry that no longer holds.")],
+    new_id: Annotated[str, typer.Argument(metavar="NEW_ID", help="The entry stating what holds now.")],
+    store: StoreOpt = None,
+    user: UserOpt = "default",
+    chroma_host: HostOpt = None,
+    chroma_port: PortOpt = 8000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record a change the memory missed: NEW_ID replaces OLD_ID (both entries stay; see `history`)."""
+    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
+        old_id, new_id = _resolve_id(mem, old_id, user), _resolve_id(mem, new_id, user)
+        mem.link(old_id, new_id, user_id=user)
+    emit_json({"linked": [old_id, new_id]}) if as_json else say(out, Text(f"linked {old_id} -> {new_id}"))
 
 
 def unlink(

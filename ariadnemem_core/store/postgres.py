@@ -940,6 +940,13 @@ class PostgresStore:
             self._touch(cur, [scope.user_id])
         return len(victims)
 
+    def link(self, user_id: str, src: str, dst: str) -> None:
+        with self._tx() as cur:
+            cur.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                        "VALUES (%s, %s, 'update', %s, 0, 0, %s) ON CONFLICT DO NOTHING",
+                        (src, dst, user_id, time.time()))
+            self._touch(cur, [user_id])
+
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         with self._tx() as cur:
             cur.execute("DELETE FROM edges WHERE user_id = %s AND src = %s AND dst = %s AND kind = 'update'",

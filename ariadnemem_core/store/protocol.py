@@ -147,6 +147,9 @@ class Store(Protocol):
         turns of those ids and its entries extracted from them), and persist ``turns`` as
         pending. Returns how many entries went."""
 
+    def link(self, user_id: str, src: str, dst: str) -> None:
+        """Persist the update edge ``src -> dst`` of a user (a change recorded by hand)."""
+
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of a user; False if there was none."""
 

@@ -782,6 +782,13 @@ class Records(Guarded):
                     [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns])
                 self._bump(db, scope.user_id, {"turns_seen": len(turns)})
 
+    def link(self, user_id: str, src: str, dst: str) -> None:
+        """Persist the update edge ``src -> dst`` of ``user_id``, in one transaction (the
+        read cache and other processes see the new generation)."""
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                       "VALUES (?, ?, 'update', ?, 0, 0, ?)", (src, dst, user_id, time.time()))
+
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of ``user_id``, in one transaction (the
         read cache and other processes see the new generation); False if there was none."""

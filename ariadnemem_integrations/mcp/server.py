@@ -173,6 +173,19 @@ class MemoryTools:
         self.memory.delete(entry_id, user_id=scope.user_id)
         return {"deleted": entry_id}
 
+    def link_update(self, scope: Scope,
+                    old_id: Annotated[str, Field(description="The entry that no longer holds.")],
+                    new_id: Annotated[str, Field(description="The entry stating what holds now (said later).")],
+                    ) -> dict[str, Any]:
+        """Record a change the memory missed: ``new_id`` replaces ``old_id`` (both stay)."""
+        self._owned(old_id, scope)
+        self._owned(new_id, scope)
+        try:
+            self.memory.link(old_id, new_id, user_id=scope.user_id)
+        except InvalidInputError as exc:  # a loop, a fork or the wrong order: tell the client why
+            raise ToolError(str(exc)) from None
+        return {"linked": [old_id, new_id]}
+
     def unlink_update(self, scope: Scope,
                       old_id: Annotated[str, Field(description="The entry the link marked superseded.")],
                       new_id: Annotated[str, Field(description="The entry it named as the newer state.")],
@@ -211,6 +224,8 @@ TOOLS: list[tuple[str, str, bool]] = [
     ("stats", "Counters of this memory scope: turns seen, gate kept/dropped, MERGE/LINK/ADD, entries, edges.",
      True),
     ("delete_entry", "Delete one memory entry by id.", False),
+    ("link_update", "Record a change the memory missed (see list_entries or retrieve for ids): the newer entry "
+                    "replaces the older one, which stays as its earlier state (history).", False),
     ("unlink_update", "Undo a wrong update link (see history): the newer entry does not replace the older one; "
                       "the older fact becomes current again. Both entries are kept.", False),
     ("forget_user", "Delete EVERY memory of this scope. Irreversible: confirm must repeat the user id.", False),
