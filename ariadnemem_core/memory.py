@@ -233,15 +233,31 @@ class AriadneMemory:
                             type(exc).__name__, exc)
         return len(batch)
 
-    def flush(self) -> None:
-        """Extract every pending turn now, including partial windows.
+    def flush(self, *, user_id: str | None = None, agent_id: str | None = None,
+              session_id: str | None = None) -> None:
+        """Extract pending turns now, including partial windows: every user's, or one scope's.
+
+        A host serving one user (an MCP server's scope, a framework's memory block) flushes
+        that user's turns only: it neither waits for another user's extraction (held by
+        another worker of a shared store) nor hears of its failure.
+
+        Args:
+            user_id: only this user's pending turns (default: every user's).
+            agent_id: only turns of this agent (default: any agent).
+            session_id: only turns of this session (default: any session).
 
         Raises:
+            InvalidInputError: an id is malformed, or an agent or session is given without
+                its user.
             AriadneMemError: extraction failed (embedder or store error); the turns stay
                 pending, nothing is lost, and a later ``flush`` retries. A turn that can
                 never be processed is quarantined instead (see :meth:`doctor`).
         """
-        scopes = {s for _, s, _ in self._store.pending()}
+        if user_id is None and (agent_id is not None or session_id is not None):
+            raise InvalidInputError("user_id", "an agent or session to flush belongs to a user: give its user_id")
+        wanted = Scope(_user(user_id), agent_id, session_id) if user_id is not None else None
+        scopes = {s for _, s, _ in self._store.pending() if wanted is None or (
+            s.user_id == wanted.user_id and agent_id in (None, s.agent_id) and session_id in (None, s.session_id))}
         errors: list[BaseException] = []
         for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
             try:

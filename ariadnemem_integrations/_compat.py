@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ariadnemem_core import Turn, clean_text, quote
+from ariadnemem_core import AriadneMemError, Turn, clean_text, quote
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 #: The two views every retriever offers: the whole graph, or one item per fact.
 MODES = ("graph", "facts")
 
+
+log = logging.getLogger("ariadnemem_integrations")
 
 #: Distribution name of the top-level modules the adapters import (for error messages).
 _DISTRIBUTIONS = {"langchain_core": "langchain-core", "langchain_classic": "langchain-classic",
@@ -80,22 +83,35 @@ def make_turn(speaker: str, text: str, *, turn_id: str | None = None,
 
 
 def store_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:
-    """``memory.add`` then (by default) ``memory.flush`` so the turns are retrievable now."""
+    """``memory.add`` then (by default) a flush of the scope's turns, so they are
+    retrievable now. Only this scope's turns are extracted: a host serving one user never
+    waits for another user's extraction nor hears of its failure. The turns are stored
+    before extraction, so a failed extraction is logged and left for a later flush, as
+    ``add`` does, not raised: a caller that retried would store them twice."""
     if not turns:
         return 0
     n = memory.add(turns, **scope)
     if flush:
-        memory.flush()
+        _flush_scope(memory, scope)
     return n
 
 
 async def astore_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:
+    """:func:`store_turns` for async callers (the flush runs in a worker thread)."""
     if not turns:
         return 0
     n = await memory.aadd(turns, **scope)
     if flush:
-        await asyncio.to_thread(memory.flush)
+        await asyncio.to_thread(_flush_scope, memory, scope)
     return n
+
+
+def _flush_scope(memory: AriadneMemory, scope: dict[str, Any]) -> None:
+    user = scope.get("user_id") or "default"
+    try:
+        memory.flush(user_id=user, agent_id=scope.get("agent_id"), session_id=scope.get("session_id"))
+    except AriadneMemError as exc:
+        log.warning("turns of %r stored; extraction deferred: %s: %s", user, type(exc).__name__, exc)
 
 
 def scope_kwargs(user_id: str, agent_id: str | None, session_id: str | None) -> dict[str, Any]:

@@ -630,3 +630,49 @@ def test_cli_doctor_reports_quarantine(tmp_path: Path) -> None:
     r = _cli("doctor", "--store", store, "--json")
     report = json.loads(r.stdout)
     assert r.returncode == 0 and report["quarantined_now"] == 1 and report["quarantined"][0]["user_id"] == "eve"
+
+
+class _FailsFor(HashEmbedder):
+    """An embedder that fails on one word: another user's trouble."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__()
+        self.word = word
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if any(self.word in t for t in texts):
+            raise RuntimeError("embedding down for this text")
+        return super().embed(texts)
+
+
+def test_a_scoped_flush_touches_one_user(tmp_path: Path) -> None:
+    """``flush(user_id=...)`` extracts that user's turns (narrowed by agent and session when
+    given) and neither waits for nor fails on another user's; the adapters that store and
+    flush use it, and leave a failed extraction pending rather than raise after storing."""
+    from ariadnemem_integrations._compat import store_turns
+
+    mem = AriadneMemory(tmp_path / "s", Config(window_size=8), embedder=_FailsFor("bike"))
+    try:
+        mem.add(Turn("Bob", "Bob keeps his bike in the shed."), user_id="bob")
+        mem.add(Turn("Ana", "Ana rows on Tuesdays."), user_id="ana", agent_id="coach")
+        mem.add(Turn("Ana", "Ana sails in July."), user_id="ana", agent_id="travel")
+        mem.flush(user_id="ana", agent_id="coach")
+        assert [e.agent_id for e in mem.entries("ana")] == ["coach"]
+        mem.flush(user_id="ana")
+        assert {e.agent_id for e in mem.entries("ana")} == {"coach", "travel"}
+        assert store_turns(mem, [Turn("Cy", "Cy bakes bread.")], user_id="cy") == 1  # Bob's turn waits
+        assert [e.text for e in mem.entries("cy")] and not mem.entries("bob")
+        assert store_turns(mem, [Turn("Bob", "Bob sold the bike.")], user_id="bob") == 1  # stored, not raised
+        assert len(mem.storage.pending()) == 2 and mem.stats("bob")["turns_seen"] == 2
+        with pytest.raises(InvalidInputError, match="user_id"):
+            mem.flush(agent_id="coach")
+        # An MCP server of one user: its reply holds no other user's failure (nor their id).
+        from ariadnemem_core import Scope
+        from ariadnemem_integrations.mcp.server import MemoryTools, TurnInput
+
+        reply = MemoryTools(mem, Scope("dee")).add_turns(Scope("dee"), [TurnInput(speaker="Dee", text="Dee knits.")])
+        assert "extraction_error" not in reply and reply["pending_turns"] == 0 and reply["user_entries"] == 1
+        with pytest.raises(AriadneMemError):
+            mem.flush()  # every user's: Bob's failure is reported
+    finally:
+        mem.close(flush=False)

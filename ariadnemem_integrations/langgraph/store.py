@@ -216,7 +216,7 @@ class AriadneMemStore(BaseStore):
                             agent_id=scope.agent_id, session_id=scope.session_id,
                             turn_ids=[TURN_PREFIX + op.key])
         if op.value is not None and self.flush:
-            self.memory.flush()
+            self.memory.flush(user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         scope = self.scope_of(op.namespace_prefix, partial=True)

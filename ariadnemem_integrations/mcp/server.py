@@ -108,7 +108,7 @@ class MemoryTools:
         deferred: str | None = None
         if flush:
             try:
-                self.memory.flush()
+                self.memory.flush(**self._kw(scope))
             except AriadneMemError as exc:
                 # The turns are stored (durable) before extraction: an error reply would
                 # make a client send them again, and store them twice.
