@@ -27,6 +27,11 @@ MAX_NAME_BYTES = 1_000
 #: Largest metadata, as JSON text in characters (an image caption is folded into the entry
 #: text, so it is bounded like text).
 MAX_METADATA_CHARS = MAX_TEXT_CHARS
+#: Deepest nesting of metadata (lists and dicts inside each other). Python's JSON reader
+#: recurses once per level: metadata stored 950 levels deep was accepted by ``add`` and
+#: then unreadable from a caller a few dozen frames deeper (a framework's call chain), so
+#: its turn was quarantined and its entry hidden. 64 is far beyond any real record.
+MAX_METADATA_DEPTH = 64
 #: Most list items (keywords, persons, entities, source turn ids) of one entry.
 MAX_LIST_ITEMS = 1_000
 
@@ -207,12 +212,29 @@ def check_entry(entry: Any, dim: int | None = None) -> None:
 
 
 def check_metadata(metadata: Any, field_name: str = "metadata") -> None:
-    """JSON-serializable valid Unicode of at most ``MAX_METADATA_CHARS`` as JSON text."""
+    """Strict JSON (no NaN or Infinity, which JSON clients cannot parse) of valid Unicode,
+    at most ``MAX_METADATA_CHARS`` as JSON text and ``MAX_METADATA_DEPTH`` levels deep."""
+    if _depth(metadata) > MAX_METADATA_DEPTH:
+        raise InvalidInputError(field_name, f"is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
-        encoded = json.dumps(metadata, ensure_ascii=False)
+        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
         encoded.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(field_name, f"must be JSON-serializable valid Unicode: {exc}") from None
     if len(encoded) > MAX_METADATA_CHARS:
         raise InvalidInputError(field_name, f"is {len(encoded)} characters as JSON; the limit is "
                                 f"{MAX_METADATA_CHARS}")
+
+
+def _depth(value: Any) -> int:
+    """How many lists and dicts ``value`` nests (iterative: the check must not recurse)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            level += 1
+            deepest = max(deepest, level)
+            if level <= MAX_METADATA_DEPTH:
+                stack.extend((v, level) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -98,6 +99,7 @@ class AriadneMemory:
         chroma_client: ClientAPI | None = None,
         lock_timeout: float | None = None,
     ) -> None:
+        _check_opening(path, config, lock_timeout)
         self.config = config or Config()
         self.embedder: Embedder = embedder or MiniLMEmbedder()
         #: What ingest and retrieval embed with: a caller's model with every batch checked
@@ -368,8 +370,11 @@ class AriadneMemory:
 
         Returns:
             Counter name -> value; every known counter is present (0 when nothing happened).
+
+        Raises:
+            InvalidInputError: ``user_id`` is not None and no valid user id.
         """
-        return self._store.stats(user_id)
+        return self._store.stats(None if user_id is None else _user(user_id))
 
     # ------------------------------------------------------------------ lifecycle
     def delete(self, entry_id: str, *, user_id: str = "default") -> None:
@@ -561,6 +566,8 @@ class AriadneMemory:
         import json
         import stat
 
+        if user_id is not None:
+            user_id = _user(user_id)
         target = Path(path)
         try:
             mode: int | None = target.stat().st_mode
@@ -762,6 +769,21 @@ def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
         yield row
 
 
+def _check_opening(path: object, config: object, lock_timeout: object) -> None:
+    """Refuse constructor arguments of the wrong kind with the library's own error, before
+    a default model loads or a directory is made (``AriadneMemory(123)`` was a TypeError
+    from deep inside, ``config={...}`` an AttributeError at the first add)."""
+    if path is not None and not (isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)):
+        raise InvalidInputError("path", f"give a directory, a postgresql:// URL or None, not {type(path).__name__}")
+    if path is not None and "\x00" in os.fspath(path):
+        raise InvalidInputError("path", "a path cannot hold a NUL character")
+    if config is not None and not isinstance(config, Config):
+        raise InvalidInputError("config", f"give a Config (ariadnemem_core.Config), not {type(config).__name__}")
+    if lock_timeout is not None and (isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float)
+                                     or not lock_timeout > 0):
+        raise InvalidInputError("lock_timeout", f"give a positive number of seconds or None, not {lock_timeout!r}")
+
+
 def _user(user_id: object) -> str:
     """A user id as every read and write takes it: a non-empty string. None never means
     "any user" here (the store's internal reads use it so): another user's entry is not
@@ -774,6 +796,8 @@ def _entry_id(value: object, field_name: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError(field_name, f"expected a non-empty string, got {type(value).__name__}")
     check_unicode(value, field_name)
+    if "\x00" in value:  # no id holds one; Postgres refused it as a broken read, SQLite found nothing
+        raise InvalidInputError(field_name, "an id cannot hold a NUL character")
     return value
 
 

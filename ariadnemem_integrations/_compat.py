@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ariadnemem_core import AriadneMemError, Turn, clean_text, quote
+from ariadnemem_core.limits import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact
@@ -80,6 +81,22 @@ def make_turn(speaker: str, text: str, *, turn_id: str | None = None,
               timestamp: datetime | None = None, metadata: dict[str, Any] | None = None) -> Turn:
     """A Turn stamped now (relative time words in ``text`` are grounded against it)."""
     return Turn(speaker, text, timestamp or now(), turn_id or None, dict(metadata or {}))
+
+
+def make_turns(speaker: str, text: str, *, metadata: dict[str, Any] | None = None) -> list[Turn]:
+    """:func:`make_turn`, with a message longer than the library's text limit stored as
+    consecutive parts (cut at a space where one is near the limit) rather than rejected:
+    a rejected message fails the whole batch it came in (LlamaIndex hands over the
+    messages leaving its short-term window at once), and nothing of it would be kept."""
+    stamp = now()
+    parts: list[str] = []
+    while len(text) > MAX_TEXT_CHARS:
+        cut = text.rfind(" ", MAX_TEXT_CHARS - 1_000, MAX_TEXT_CHARS)
+        cut = cut if cut > 0 else MAX_TEXT_CHARS
+        parts.append(text[:cut])
+        text = text[cut:].lstrip()
+    parts.append(text)
+    return [make_turn(speaker, part, timestamp=stamp, metadata=metadata) for part in parts if part]
 
 
 def store_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:

@@ -371,7 +371,7 @@ def test_no_user_id_never_means_any_user(mem):
     _assert_unchanged(mem, before)
 
 
-@pytest.mark.parametrize("bad", ["\ud800", ["e-1"], None, ""])
+@pytest.mark.parametrize("bad", ["\ud800", ["e-1"], None, "", "e-\x001"])
 def test_bad_entry_ids_are_rejected_naming_the_field(mem, bad):
     before = _snapshot(mem)
     for call, field in ((mem.get, "entry_id"), (mem.history, "entry_id"), (mem.delete, "entry_id"),
@@ -487,3 +487,61 @@ def test_names_are_bounded_in_bytes_and_hold_no_nul(mem):
     _assert_unchanged(mem, before)
     mem.add([{"speaker": "漢" * 333, "text": "I work at Acme."}])  # 999 bytes: accepted
     _assert_still_usable(mem)
+
+
+def test_metadata_must_be_strict_json_of_bounded_depth(mem):
+    """Metadata 950 levels deep was accepted and then unreadable from a caller a few dozen
+    frames deeper (its turn quarantined, its entry hidden); NaN made an MCP listing that
+    JSON clients cannot parse. Both are refused at the door, naming the field."""
+    deep: Any = "leaf"
+    for _ in range(100):
+        deep = [deep]
+    before = _snapshot(mem)
+    for bad in ({"trace": deep}, {"score": float("nan")}, {"score": float("inf")}):
+        with pytest.raises(InvalidInputError) as info:
+            mem.add(Turn("Ana", "Ana rows on Tuesdays.", T0, metadata=bad), user_id="ana")
+        assert info.value.field.endswith("metadata")
+    _assert_unchanged(mem, before)
+    nested = "leaf"
+    for _ in range(20):
+        nested = [nested]
+    mem.add(Turn("Ana", "Ana rows on Tuesdays.", T0, metadata={"trace": nested}), user_id="ana")
+    mem.flush()
+    assert mem.entries("ana")[0].metadata["trace"] == nested
+
+
+def test_stats_and_export_check_the_user_id(mem, tmp_path):
+    """A user id given to stats or export is checked as every read checks it (a lone
+    surrogate was a UnicodeEncodeError, a list a driver error or an empty export)."""
+    for bad in ("\ud800", ["ana"], "", "a\x00b"):
+        with pytest.raises(InvalidInputError):
+            mem.stats(bad)
+        with pytest.raises(InvalidInputError):
+            mem.export(tmp_path / "out.jsonl", user_id=bad)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("args, field", [((123,), "path"), ((b"/tmp/x",), "path"), (("/tmp/a\x00b",), "path"),
+                                         (("/tmp/x", {"window_size": 2}), "config")])
+def test_constructor_arguments_of_the_wrong_kind(tmp_path, args, field):
+    with pytest.raises(InvalidInputError) as info:
+        AriadneMemory(*args)
+    assert info.value.field == field
+    for bad in (-1, 0, "5", float("nan"), True):
+        with pytest.raises(InvalidInputError, match="lock_timeout"):
+            AriadneMemory(tmp_path / "s", lock_timeout=bad)
+
+
+def test_a_url_no_backend_opens_is_refused(tmp_path, monkeypatch):
+    """A database URL with a driver suffix, a typo or another database opened a local
+    directory store named after it (hosts meant to share one memory each kept their own,
+    and ``location`` showed the password): refused, naming the scheme only."""
+    from ariadnemem_core import StoreError
+
+    monkeypatch.chdir(tmp_path)
+    for url in ("postgresql+psycopg://app:secret@db:5432/memory", "postgresq://app:secret@db/memory",
+                "mysql://app:secret@db/memory", "file:///tmp/memory"):
+        with pytest.raises(StoreError, match="no store backend opens") as info:
+            AriadneMemory(url)
+        assert "secret" not in str(info.value)
+    assert not list(tmp_path.iterdir())

@@ -143,6 +143,24 @@ async def test_block_aput_maps_roles(tmp_path: Path) -> None:
         assert "thunderstorms" in text
 
 
+async def test_block_keeps_a_batch_with_an_oversize_message(tmp_path: Path) -> None:
+    """LlamaIndex hands a block the messages leaving its window at once: one longer than
+    the text limit is stored in parts, and the rest of the batch with it (it failed the
+    whole batch, so none of them was kept)."""
+    from ariadnemem_core.models import MAX_TEXT_CHARS
+
+    log = " ".join(f"line{i} ok." for i in range(MAX_TEXT_CHARS // 9 + 2_000))
+    with AriadneMemory(tmp_path / "block", embedder=HashEmbedder()) as mem:
+        block = AriadneMemBlock(memory=mem, user_id="ravi", speakers={"user": "Ravi", "assistant": "Bot"})
+        await block.aput([ChatMessage(role="user", content="My cat Biscuit is afraid of thunderstorms."),
+                          ChatMessage(role="user", content="Here is my log: " + log),
+                          ChatMessage(role="assistant", content="Poor Biscuit! Storms can be scary.")])
+        assert mem.stats("ravi")["turns_seen"] == 4  # the log in two parts
+        stored = " ".join(e.text for e in mem.entries("ravi"))
+        assert "Biscuit" in stored and "Storms" in stored
+        assert "line0 " in stored and log.split()[-2] in stored  # both ends of the log
+
+
 async def test_block_receives_messages_ejected_from_short_term_memory(tmp_path: Path) -> None:
     with AriadneMemory(tmp_path / "waterfall", embedder=HashEmbedder()) as mem:
         block = AriadneMemBlock(memory=mem, user_id="ravi")

@@ -32,6 +32,28 @@ def is_store_url(location: str | Path | None) -> bool:
     return urlsplit(location).scheme.lower() in POSTGRES_SCHEMES and "://" in location
 
 
+#: A location that names a scheme ("mysql://", "postgresql+psycopg://"): a URL, never a
+#: directory, whether or not it is one this library opens.
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def check_location(location: object) -> None:
+    """Refuse a URL of a scheme no backend opens (a driver suffix, a typo, another
+    database), naming only its scheme.
+
+    Why: read as a directory name it made a local store under ``./postgresql+psycopg:/``
+    on each host, so hosts meant to share one memory each kept their own, and the
+    password showed in ``location``.
+
+    Raises:
+        StoreError: the URL's scheme is not ``postgresql`` or ``postgres``.
+    """
+    if isinstance(location, str) and _URL_LIKE.match(location) and not is_store_url(location):
+        scheme = location.split("://", 1)[0]
+        hint = " (drop the driver suffix: postgresql://...)" if "+" in scheme else ""
+        raise StoreError(f"no store backend opens {scheme}:// URLs{hint}; give a postgresql:// URL or a directory")
+
+
 def check_url_secret(url: str) -> None:
     """Refuse a URL whose password holds a character it must percent-encode (``@``, ``/``,
     ``?``, ``#``) or a broken escape (``%`` not followed by two hex digits, or bytes that
@@ -107,9 +129,10 @@ def open_store(location: str | Path | None, *, dim: int, embedder_name: str,
         lock_timeout: longest wait for a lock, in seconds.
 
     Raises:
-        StoreError: the store cannot be opened, the Postgres extra is missing, or Chroma
-            options were given with a Postgres URL.
+        StoreError: the store cannot be opened, the Postgres extra is missing, Chroma
+            options were given with a Postgres URL, or a URL names another scheme.
     """
+    check_location(location)
     if is_store_url(location):
         assert isinstance(location, str)
         if chroma_client is not None or chroma_host is not None:

@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field  # noqa: E402
 
 from ariadnemem_core import AriadneMemory, Turn  # noqa: E402
 
-from .._compat import astore_turns, make_turn, said, scope_kwargs, store_turns  # noqa: E402
+from .._compat import astore_turns, make_turns, said, scope_kwargs, store_turns  # noqa: E402
 
 
 class AriadneMemConversationMemory(BaseMemory):
@@ -93,7 +93,7 @@ class AriadneMemConversationMemory(BaseMemory):
             raise ValueError(f"One output key expected, got {sorted(outputs)}; set output_key")
         pairs = [(self.human_prefix, self._input(inputs)), (self.ai_prefix, said(outputs[output_key]))]
         meta = {"source": "langchain_classic"}
-        return [make_turn(speaker, text, metadata=meta) for speaker, text in pairs if text]
+        return [t for speaker, text in pairs if text for t in make_turns(speaker, text, metadata=meta)]
 
 
 def _text(graph: Any) -> str:

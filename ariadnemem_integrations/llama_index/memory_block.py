@@ -29,7 +29,7 @@ from llama_index.core.memory import BaseMemoryBlock
 
 from ariadnemem_core import EvidenceGraph
 
-from .._compat import astore_turns, make_turn, said, scope_kwargs
+from .._compat import astore_turns, make_turns, said, scope_kwargs
 
 #: Graphs remembered by their text, so ``atruncate`` can drop facts instead of characters.
 _GRAPH_CACHE = 16
@@ -71,7 +71,7 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
             speaker = self.speakers.get(str(getattr(m.role, "value", m.role)))
             text = said(m.content)
             if speaker and text:
-                turns.append(make_turn(speaker, text, metadata={"source": "llama_index"}))
+                turns += make_turns(speaker, text, metadata={"source": "llama_index"})
         await astore_turns(self.memory, turns, flush=self.flush, **self._scope())
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
