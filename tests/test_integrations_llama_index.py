@@ -139,6 +139,8 @@ async def test_block_aput_maps_roles(tmp_path: Path) -> None:
         ])
         assert mem.stats("ravi")["turns_seen"] == 2
         assert {e.speaker for e in mem.entries("ravi")} == {"Ravi", "Bot"}
+        with pytest.raises(ValueError, match="speaker names must not be empty"):
+            AriadneMemBlock(memory=mem, speakers={"user": " ", "assistant": "Bot"})
         text = await block.aget(messages=[ChatMessage(role="user", content="What is Biscuit afraid of?")])
         assert "thunderstorms" in text
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from cachetools import LRUCache
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.memory import BaseMemoryBlock
 
 from ariadnemem_core import EvidenceGraph
@@ -53,6 +53,15 @@ class AriadneMemBlock(BaseMemoryBlock[str]):
         description="Message role -> speaker name of the stored Turn; other roles are not stored.",
     )
     flush: bool = Field(default=True, description="Extract stored turns right away.")
+
+    @field_validator("speakers")
+    @classmethod
+    def _named_speakers(cls, speakers: dict[str, str]) -> dict[str, str]:
+        # An empty name dropped every message of its role without a word.
+        blank = sorted(role for role, name in speakers.items() if not str(name).strip())
+        if blank:
+            raise ValueError(f"speaker names must not be empty (roles {blank}); leave a role out to not store it")
+        return speakers
 
     _graphs: LRUCache[str, EvidenceGraph] = PrivateAttr(default_factory=lambda: LRUCache(maxsize=_GRAPH_CACHE))
 
