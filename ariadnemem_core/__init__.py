@@ -21,6 +21,7 @@ from .errors import (
 )
 from .evidence import EvidenceGraph, Fact
 from .extraction import ExtractionContext, Extractor, RuleExtractor
+from .limits import MAX_TEXT_CHARS
 from .memory import AriadneMemory
 from .models import Entry, Scope, Turn, UpdateEdge, clean_text
 from .serialize import quote
@@ -29,6 +30,7 @@ from .storage_view import StorageView
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_TEXT_CHARS",
     "AriadneMemError",
     "AriadneMemory",
     "Config",

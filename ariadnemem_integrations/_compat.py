@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ariadnemem_core import AriadneMemError, Turn, clean_text, quote
-from ariadnemem_core.limits import MAX_TEXT_CHARS
+from ariadnemem_core import MAX_TEXT_CHARS, AriadneMemError, Turn, clean_text, quote
 
 if TYPE_CHECKING:
     from ariadnemem_core import AriadneMemory, EvidenceGraph, Fact

@@ -1303,11 +1303,12 @@ def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: di
     assert all(result[k] >= v for k, v in floors.items()), summary
 
 
-def test_the_next_judge_is_well_formed_and_unmeasured() -> None:
-    """The eighth suite judges the next round of rules: its first figures were taken once,
-    by hand, before validation-7 was read; here it is checked for shape only (no memory
-    reads it), so no figure of it is seen in between."""
-    suite = load_suite(Path(__file__).parent / "data" / "update_dialogues_validation8.json")
+@pytest.mark.parametrize("name", ["update_dialogues_validation8.json", "update_dialogues_validation9.json"])
+def test_the_next_judges_are_well_formed_and_unmeasured(name: str) -> None:
+    """The eighth and ninth suites judge the next round of rules: their figures are taken
+    by hand (figures only, no dialogue read) when a round is done; here they are checked
+    for shape only (no memory reads them), so no figure of them is seen in between."""
+    suite = load_suite(Path(__file__).parent / "data" / name)
     updates = [d for d in suite if d["kind"] == "update"]
     assert len(updates) == 20 and len(suite) == 30
     for d in suite:
