@@ -82,11 +82,14 @@ def make_turn(speaker: str, text: str, *, turn_id: str | None = None,
     return Turn(speaker, text, timestamp or now(), turn_id or None, dict(metadata or {}))
 
 
-def make_turns(speaker: str, text: str, *, metadata: dict[str, Any] | None = None) -> list[Turn]:
+def make_turns(speaker: str, text: str, *, turn_id: str | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Turn]:
     """:func:`make_turn`, with a message longer than the library's text limit stored as
     consecutive parts (cut at a space where one is near the limit) rather than rejected:
     a rejected message fails the whole batch it came in (LlamaIndex hands over the
-    messages leaving its short-term window at once), and nothing of it would be kept."""
+    messages leaving its short-term window at once, an agent's run ends with its
+    exchange), and nothing of it would be kept. With ``turn_id`` the first part keeps it
+    and the next ones are ``<turn_id>#2``, ``<turn_id>#3``, ..."""
     stamp = now()
     parts: list[str] = []
     while len(text) > MAX_TEXT_CHARS:
@@ -95,7 +98,9 @@ def make_turns(speaker: str, text: str, *, metadata: dict[str, Any] | None = Non
         parts.append(text[:cut])
         text = text[cut:].lstrip()
     parts.append(text)
-    return [make_turn(speaker, part, timestamp=stamp, metadata=metadata) for part in parts if part]
+    parts = [part for part in parts if part]
+    return [make_turn(speaker, part, turn_id=f"{turn_id}#{n}" if turn_id and n > 1 else turn_id, timestamp=stamp,
+                      metadata=metadata) for n, part in enumerate(parts, 1)]
 
 
 def store_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True, **scope: Any) -> int:

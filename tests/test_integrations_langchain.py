@@ -246,6 +246,24 @@ async def test_middleware_recalls_then_stores(tmp_path: Path, use_async: bool) -
         assert mem.stats(USER)["turns_seen"] == before + 4
 
 
+def test_middleware_keeps_an_oversize_message(tmp_path: Path) -> None:
+    """A message longer than the text limit (a pasted log) is stored in parts under its
+    message id, the answer with it; it ended the agent's run with an error and kept nothing."""
+    from ariadnemem_core import MAX_TEXT_CHARS
+    from ariadnemem_integrations.langchain import AriadneMemMiddleware
+
+    log = " ".join(f"line{i} ok." for i in range(MAX_TEXT_CHARS // 9 + 2_000))
+    with AriadneMemory(tmp_path / "mw", embedder=HashEmbedder()) as mem:
+        middleware = AriadneMemMiddleware(mem, user_id=USER, user_speaker="Maya", ai_speaker="Assistant")
+        result = _agent(_fake("Got the log."), middleware).invoke(
+            {"messages": [HumanMessage("My build log: " + log)]})
+        human = result["messages"][0]
+        assert mem.stats(USER)["turns_seen"] == 3  # the log in two parts, and the answer
+        provenance = {t for e in mem.entries(USER) for t in e.source_turn_ids}
+        assert {human.id, f"{human.id}#2"} <= provenance
+        assert any("Got the log" in e.text for e in mem.entries(USER))
+
+
 async def test_middleware_sync_async_same_context(tmp_path: Path) -> None:
     from ariadnemem_integrations.langchain import AriadneMemMiddleware
 

@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 
 from ariadnemem_core import AriadneMemory, EvidenceGraph, Turn  # noqa: E402
 
-from .._compat import astore_turns, make_turn, said, scope_kwargs, store_turns  # noqa: E402
+from .._compat import astore_turns, make_turns, said, scope_kwargs, store_turns  # noqa: E402
 from .tools import create_memory_tools  # noqa: E402
 
 #: Put before the serialized graph in the system message.
@@ -146,8 +146,8 @@ class AriadneMemMiddleware(AgentMiddleware):
             text = said(message.text)
             if not text or (message.id and message.id in self._stored):
                 continue  # empty, or already stored by an earlier run on the same thread
-            turns.append(make_turn(speaker, text, turn_id=message.id,
-                                   metadata={"source": "langchain", "message_type": message.type}))
+            turns += make_turns(speaker, text, turn_id=message.id,
+                                metadata={"source": "langchain", "message_type": message.type})
         return turns
 
     def _mark(self, turns: list[Turn]) -> None:
