@@ -471,18 +471,21 @@ class AriadneMemory:
         if old_id == new_id:
             raise InvalidInputError("new_id", "an entry cannot be its own newer state")
         with self._user_locks.hold(user_id):
-            old, new = self.get(old_id, user_id=user_id), self.get(new_id, user_id=user_id)
-            if old.superseded_by == new_id:
-                return
-            if old.superseded_by:
-                raise InvalidInputError("old_id", f"{old_id!r} already has the newer state {old.superseded_by!r}; "
-                                                  "unlink it first (one newer state per entry)")
-            if old.timestamp and new.timestamp and new.timestamp < old.timestamp:
-                raise InvalidInputError("new_id", f"{new_id!r} was said before {old_id!r}: the newer state is the "
-                                                  "later one (swap them)")
-            if old_id in {e.id for e in self.history(new_id, user_id=user_id)}:
-                raise InvalidInputError("new_id", f"{new_id!r} already leads to {old_id!r}: the link would loop")
-            self._store.link(user_id, old_id, new_id)
+            self.get(old_id, user_id=user_id), self.get(new_id, user_id=user_id)  # NotFoundError naming the id
+            # Checked again and written in one transaction of the store: another process's
+            # link or delete of these entries waits for it, or is waited for.
+            why = self._store.link(user_id, old_id, new_id)
+        if why is None:
+            return
+        if why == "missing":
+            raise NotFoundError(f"{old_id!r} or {new_id!r} was deleted meanwhile for user {user_id!r}")
+        if why.startswith("forked:"):
+            raise InvalidInputError("old_id", f"{old_id!r} already has the newer state {why.partition(':')[2]!r}; "
+                                              "unlink it first (one newer state per entry)")
+        if why == "order":
+            raise InvalidInputError("new_id", f"{new_id!r} was said before {old_id!r}: the newer state is the "
+                                              "later one (swap them)")
+        raise InvalidInputError("new_id", f"{new_id!r} already leads to {old_id!r}: the link would loop")
 
     def unlink(self, old_id: str, new_id: str, *, user_id: str = "default") -> None:
         """Remove an update link the memory got wrong: ``new_id`` does not replace ``old_id``.

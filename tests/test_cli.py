@@ -226,6 +226,14 @@ def test_add_locomo_users_filter_and_unknown_id(capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "add", path, "--store", store, "-c", "nope", "-q")
     assert code == 1 and "Error:" in err and "nope" in err and str(path) in err and "s-1" in err
     assert no_memory_files(store)
+    for shape in ([], "text", {"speaker_a": "Ann", "speaker_b": "Bo", "session_1": [5]}):
+        bad = tmp_path / "bad_locomo.json"
+        bad.write_text(json.dumps([{"sample_id": "s-9", "conversation": shape}]), encoding="utf-8")
+        code, _, err = run(capsys, "add", bad, "--store", store, "-q")  # a traceback before
+        assert code == 1 and err.startswith("Error:") and "s-9" in err and "Traceback" not in err
+    code, _, err = run(capsys, "entries", "--store", "")  # "--store $UNSET": not the default store
+    assert code != 0 and "--store is empty" in err
+    assert no_memory_files(store)
 
     one = run_json(capsys, "add", path, "--store", store, "--conversation", "s-2")
     assert list(one["users"]) == ["s-2"] and one["turns"] == 2

@@ -246,6 +246,16 @@ async def test_middleware_recalls_then_stores(tmp_path: Path, use_async: bool) -
         assert mem.stats(USER)["turns_seen"] == before + 4
 
 
+def test_middleware_checks_its_scope_when_made(tmp_path: Path) -> None:
+    from ariadnemem_core import InvalidInputError
+    from ariadnemem_integrations.langchain import AriadneMemMiddleware
+
+    with AriadneMemory(tmp_path / "mw", embedder=HashEmbedder()) as mem:
+        for bad in ({"user_id": None}, {"user_id": ""}, {"agent_id": 5}):
+            with pytest.raises(InvalidInputError):
+                AriadneMemMiddleware(mem, **bad)  # it failed at the first exchange, after the answer
+
+
 def test_middleware_keeps_an_oversize_message(tmp_path: Path) -> None:
     """A message longer than the text limit (a pasted log) is stored in parts under its
     message id, the answer with it; it ended the agent's run with an error and kept nothing."""

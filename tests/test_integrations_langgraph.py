@@ -365,6 +365,13 @@ def test_batch_checks_namespaces_and_values_as_put_does(store: AriadneMemStore, 
         store.batch([GetOp(("memories", "a.b"), "g")])
     with pytest.raises(InvalidInputError, match="value"):
         store.put(("memories", "maya"), "g", "Maya plays tennis.")  # type: ignore[arg-type]
+    deep: dict = {"content": "Maya plays tennis."}
+    for _ in range(5_000):  # a RecursionError from inside before
+        deep = {"content": deep}
+    with pytest.raises(InvalidInputError, match="value"):
+        store.put(("memories", "maya"), "g", deep)
+    with pytest.raises(InvalidInputError, match="filter"):
+        store.search(("memories", "maya"), filter=5)  # type: ignore[arg-type]  # an AttributeError before
     assert memory.users() == {}
 
 

@@ -221,6 +221,15 @@ def test_import_refuses_edges_across_users_and_a_second_import_of_pending_turns(
     with pytest.raises(InvalidInputError, match="does not join two entries"):
         copy.import_(bad)
     assert copy.users() == {}
+    # Update edges in a circle (each fact superseded by the next, none current): refused.
+    a1, a2 = [r["id"] for r in rows if r["type"] == "entry" and r["user_id"] == "alice"][:2]
+    loop = [{"type": "edge", "src": s, "dst": d, "kind": "update", "user_id": "alice", "similarity": 0.0,
+             "overlap": 0.0, "created_at": 0.0} for s, d in ((a1, a2), (a2, a1))]
+    bad.write_text("".join(json.dumps(r) + "\n" for r in [*rows[:-1], *loop, {"type": "end",
+                                                                              "records": end["records"] + 2}]))
+    with pytest.raises(InvalidInputError, match="loop"):
+        copy.import_(bad)
+    assert copy.users() == {}
     mem.add([turn("Dave", "Dave's cat is called Tom.", 2, "d1")], user_id="dave")  # pending only
     only_pending = tmp_path / "dave.jsonl"
     mem.export(only_pending, user_id="dave")

@@ -975,6 +975,57 @@ def test_a_missed_change_can_be_recorded(make_memory) -> None:
         mem.link(second.id, first.id, user_id="u")
 
 
+@pytest.mark.both_backends
+def test_racing_links_keep_one_truth(make_memory) -> None:
+    """Two handles of one store (two processes, in effect) linking one old entry to two
+    newer ones, or two entries to each other, at the same moment: one link is made and
+    the other refused, never both (an entry with two newer states, or a loop in which
+    neither fact is current). The checks run in the store's write transaction."""
+    import threading
+    from datetime import timedelta
+
+    from ariadnemem_core import InvalidInputError, Turn
+
+    first, second = make_memory("race", hashing=True), make_memory("race", hashing=True)
+    start = datetime(2024, 5, 6, 10)
+    texts = ["Ana's desk is by the window.", "Ana moved to the desk by the door.", "Ana sits at the standing desk.",
+             "Ben parks in lot B.", "Ben parks in lot C."]
+    first.add([Turn("user", t, start + timedelta(days=i if i < 3 else 9), f"r{i}") for i, t in enumerate(texts)],
+              user_id="u")
+    first.flush()
+    for e in [(e.src, e.dst) for e in first.edges("u")]:
+        first.unlink(*e, user_id="u")
+    by_turn = {e.source_turn_ids[0]: e.id for e in first.entries("u")}
+
+    def race(*calls) -> list[str]:
+        barrier, outcome = threading.Barrier(len(calls)), []
+
+        def run(mem, old, new) -> None:
+            barrier.wait()
+            try:
+                mem.link(old, new, user_id="u")
+                outcome.append("ok")
+            except InvalidInputError:
+                outcome.append("refused")
+
+        threads = [threading.Thread(target=run, args=c) for c in calls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return sorted(outcome)
+
+    old, a, b = by_turn["r0"], by_turn["r1"], by_turn["r2"]
+    assert race((first, old, a), (second, old, b)) == ["ok", "refused"]
+    assert len([e for e in second.edges("u") if e.src == old]) == 1
+    newer = first.get(old, user_id="u").superseded_by
+    assert [e.id for e in second.history(old, user_id="u")] == [old, newer]
+    x, y = by_turn["r3"], by_turn["r4"]  # said the same day: either order is allowed, not both
+    first.unlink(old, newer, user_id="u")
+    assert race((first, x, y), (second, y, x)) == ["ok", "refused"]
+    assert sum(1 for e in first.entries("u") if e.superseded_by) == 1
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

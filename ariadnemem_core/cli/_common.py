@@ -89,6 +89,11 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
     from ..store import SQLiteStore, is_store_url
 
     location: str | Path
+    if store is not None and not str(store).strip():
+        # "--store $STORE" with the variable unset: not the default memory, which a delete
+        # or a forget would then change.
+        raise fail("--store is empty: give a directory or a postgresql:// URL, or leave the option out "
+                   "for the default store")
     if is_store_url(store):
         location = str(store)  # a server: it exists (or is created) on open
     else:

@@ -147,7 +147,8 @@ def _locomo_batches(data: Any, name: str, user_id: str | None, wanted: list[str]
             continue
         try:
             turns = load_turns(sample["conversation"])
-        except (KeyError, TypeError, ValueError, InvalidInputError) as exc:
-            raise InputFileError(f"{name}: conversation {sid}: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, InvalidInputError) as exc:
+            # AttributeError: a "conversation" or session of the wrong shape (a list, a number)
+            raise InputFileError(f"{name}: conversation {sid}: {type(exc).__name__}: {exc}") from None
         batches.append(Batch(user_id or sid, turns, sid))
     return batches

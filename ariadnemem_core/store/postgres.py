@@ -50,6 +50,7 @@ from .records import (
     STAT_KEYS,
     PendingConflict,
     WindowCommit,
+    link_refused,
     message_rows,
     pending_of,
 )
@@ -940,12 +941,24 @@ class PostgresStore:
             self._touch(cur, [scope.user_id])
         return len(victims)
 
-    def link(self, user_id: str, src: str, dst: str) -> None:
+    def link(self, user_id: str, src: str, dst: str) -> str | None:
+        # Under the user's write lock (links of one user take turns), with the two entries'
+        # rows locked: a delete of either waits for the link, or the link finds it gone.
         with self._tx() as cur:
-            cur.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
-                        "VALUES (%s, %s, 'update', %s, 0, 0, %s) ON CONFLICT DO NOTHING",
-                        (src, dst, user_id, time.time()))
-            self._touch(cur, [user_id])
+            self._hold_user(cur, user_id)
+            cur.execute("SELECT id, ts FROM entries WHERE user_id = %s AND id = ANY(%s) FOR UPDATE",
+                        (user_id, [src, dst]))
+            stamps = {str(r[0]): r[1] for r in cur.fetchall()}
+            cur.execute("SELECT src, dst FROM edges WHERE user_id = %s AND kind = 'update'", (user_id,))
+            edges = [(str(a), str(b)) for a, b in cur.fetchall()]
+            newer = [b for a, b in edges if a == src]
+            why = link_refused(stamps, newer, edges, src, dst)
+            if why is None and dst not in newer:
+                cur.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                            "VALUES (%s, %s, 'update', %s, 0, 0, %s) ON CONFLICT DO NOTHING",
+                            (src, dst, user_id, time.time()))
+                self._touch(cur, [user_id])
+        return why
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         with self._tx() as cur:

@@ -147,8 +147,12 @@ class Store(Protocol):
         turns of those ids and its entries extracted from them), and persist ``turns`` as
         pending. Returns how many entries went."""
 
-    def link(self, user_id: str, src: str, dst: str) -> None:
-        """Persist the update edge ``src -> dst`` of a user (a change recorded by hand)."""
+    def link(self, user_id: str, src: str, dst: str) -> str | None:
+        """Persist the update edge ``src -> dst`` of a user (a change recorded by hand), its
+        checks and its write in one transaction that other writers wait for. Returns None
+        when the edge is there (added, or already), else why not: ``"missing"`` (an entry
+        is gone), ``"forked:<id>"`` (``src`` has the newer state ``<id>``), ``"order"``
+        (``dst`` was said before ``src``) or ``"loop"`` (``dst`` leads back to ``src``)."""
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of a user; False if there was none."""

@@ -782,12 +782,21 @@ class Records(Guarded):
                     [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns])
                 self._bump(db, scope.user_id, {"turns_seen": len(turns)})
 
-    def link(self, user_id: str, src: str, dst: str) -> None:
-        """Persist the update edge ``src -> dst`` of ``user_id``, in one transaction (the
-        read cache and other processes see the new generation)."""
+    def link(self, user_id: str, src: str, dst: str) -> str | None:
+        """See :meth:`Store.link`: checked and written under the store's write lock (a
+        ``link``, ``delete`` or window commit of another process waits for it)."""
         with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
-                       "VALUES (?, ?, 'update', ?, 0, 0, ?)", (src, dst, user_id, time.time()))
+            stamps = dict(db.execute("SELECT id, ts FROM entries WHERE user_id = ? AND id IN (?, ?)",
+                                     (user_id, src, dst)).fetchall())
+            newer = [r[0] for r in db.execute("SELECT dst FROM edges WHERE user_id = ? AND src = ? AND kind = 'update'",
+                                              (user_id, src))]
+            edges = db.execute("SELECT src, dst FROM edges WHERE user_id = ? AND kind = 'update'",
+                               (user_id,)).fetchall()
+            why = link_refused(stamps, newer, edges, src, dst)
+            if why is None and dst not in newer:
+                db.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
+                           "VALUES (?, ?, 'update', ?, 0, 0, ?)", (src, dst, user_id, time.time()))
+        return why
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         """Remove the update edge ``src -> dst`` of ``user_id``, in one transaction (the
@@ -941,6 +950,34 @@ class Records(Guarded):
         db.executemany("UPDATE entries SET source_turn_ids = ? WHERE id = ?",
                        [(json.dumps([t for t in e.source_turn_ids if t not in wanted]), e.id) for e in entries])
         self._derive_messages_again(db, turns, mates)
+
+
+def link_refused(stamps: dict[str, float | None], newer: Sequence[str], edges: Iterable[tuple[str, str]],
+                 src: str, dst: str) -> str | None:
+    """Why the update edge ``src -> dst`` may not be added (see :meth:`Store.link`), from
+    the two entries' timestamps (``stamps``, by id; one missing: gone), ``src``'s newer
+    states and the user's update edges; None when it may (or is there already)."""
+    if src not in stamps or dst not in stamps:
+        return "missing"
+    if dst in newer:
+        return None
+    if newer:
+        return f"forked:{newer[0]}"
+    said, later = stamps[src], stamps[dst]
+    if said is not None and later is not None and later < said:
+        return "order"
+    succ: dict[str, list[str]] = {}
+    for a, b in edges:
+        succ.setdefault(a, []).append(b)
+    seen, todo = {dst}, [dst]
+    while todo:
+        for nxt in succ.get(todo.pop(), ()):
+            if nxt == src:
+                return "loop"
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return None
 
 
 def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list[int]:

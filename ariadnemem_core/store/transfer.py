@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import networkx as nx
+
 from ..errors import InvalidInputError, StoreError
 from ..limits import MAX_TEXT_CHARS, SURROGATE, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
@@ -257,6 +259,15 @@ def _check_edges_own(edges: list[tuple[str, tuple[Any, ...]]], owner: dict[str, 
         if owner.get(src) != user or owner.get(dst) != user:
             raise InvalidInputError(where, f"edge {src!r} -> {dst!r} does not join two entries of user {user!r} "
                                            "in this export")
+    # Update edges that run in a circle leave no state of it current (each fact marked
+    # superseded by the next): no store writes them (``link`` refuses a loop).
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_edges_from((src, dst, {"where": where}) for where, (src, dst, kind, *_rest) in edges if kind == "update")
+    cycle = next(iter(nx.simple_cycles(graph)), None)
+    if cycle:
+        where = graph.edges[cycle[-1], cycle[0]]["where"]
+        raise InvalidInputError(where, f"update edges run in a loop ({' -> '.join(map(repr, [*cycle, cycle[0]]))}): "
+                                       "no state of it would be current")
 
 
 def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any]]:

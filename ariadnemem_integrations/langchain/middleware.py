@@ -24,7 +24,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain.agents.middleware.types import ModelCallResult, ModelResponse  # noqa: E402
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage  # noqa: E402
 
-from ariadnemem_core import AriadneMemory, EvidenceGraph, Turn  # noqa: E402
+from ariadnemem_core import AriadneMemory, EvidenceGraph, Scope, Turn  # noqa: E402
 
 from .._compat import astore_turns, make_turns, said, scope_kwargs, store_turns  # noqa: E402
 from .tools import create_memory_tools  # noqa: E402
@@ -71,6 +71,7 @@ class AriadneMemMiddleware(AgentMiddleware):
         with_tools: bool = False,
     ) -> None:
         super().__init__()
+        Scope(user_id, agent_id, session_id)  # a bad id fails here, not at the first exchange
         self.memory = memory
         self.scope = scope_kwargs(user_id, agent_id, session_id)
         self.user_speaker = user_speaker

@@ -203,7 +203,11 @@ class AriadneMemStore(BaseStore):
                 # A put is a note the agent keeps ("Maya is vegetarian"), not a line the user
                 # said: stored as written, not as "The user: Maya is vegetarian".
                 meta["note"] = True
-            turn = Turn(str(value.get("speaker") or self.speaker), _text_of(value), datetime.now(UTC),
+            try:
+                text = _text_of(value)
+            except RecursionError:  # the Turn refuses metadata this deep; say so, not crash
+                raise InvalidInputError("value", "nested too deeply") from None
+            turn = Turn(str(value.get("speaker") or self.speaker), text, datetime.now(UTC),
                         TURN_PREFIX + op.key, meta)
         # One transaction: the key's facts (by the key's turn id, so a value extracted since
         # ``old`` was read goes too), its value still waiting for extraction (a put replaced
@@ -235,6 +239,8 @@ class AriadneMemStore(BaseStore):
         items = [self._item(ns, key, group, score, search=True) for ns, key, group, score in ranked
                  if ns[: len(prefix)] == prefix]
         if op.filter:
+            if not isinstance(op.filter, Mapping):
+                raise InvalidInputError("filter", f"give a dict of key -> value, not {type(op.filter).__name__}")
             items = [it for it in items if matches_filter(it.value, op.filter)]
         return items[op.offset: op.offset + op.limit]  # type: ignore[return-value]
 

@@ -184,6 +184,8 @@ class MemoryTools:
             self.memory.link(old_id, new_id, user_id=scope.user_id)
         except InvalidInputError as exc:  # a loop, a fork or the wrong order: tell the client why
             raise ToolError(str(exc)) from None
+        except NotFoundError:  # deleted since the ownership check
+            raise ToolError("no entry of the link in this memory scope any more") from None
         return {"linked": [old_id, new_id]}
 
     def unlink_update(self, scope: Scope,
