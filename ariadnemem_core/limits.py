@@ -211,13 +211,18 @@ def check_entry(entry: Any, dim: int | None = None) -> None:
         entry.embedding = check_vector(entry.embedding, dim)
 
 
-def check_metadata(metadata: Any, field_name: str = "metadata") -> None:
-    """Strict JSON (no NaN or Infinity, which JSON clients cannot parse) of valid Unicode,
-    at most ``MAX_METADATA_CHARS`` as JSON text and ``MAX_METADATA_DEPTH`` levels deep."""
-    if _depth(metadata) > MAX_METADATA_DEPTH:
+def check_metadata(metadata: Any, field_name: str = "metadata", *, new: bool = False) -> None:
+    """JSON-serializable valid Unicode of at most ``MAX_METADATA_CHARS`` as JSON text.
+
+    ``new``: metadata coming in (``add``, ``replace``) is held to more: strict JSON (no NaN
+    or Infinity, which JSON clients of the MCP server cannot parse) at most
+    ``MAX_METADATA_DEPTH`` levels deep. What a store already holds, or an export of one,
+    is read as before: a stricter reader must not hide a memory stored by an earlier
+    version."""
+    if new and _depth(metadata) > MAX_METADATA_DEPTH:
         raise InvalidInputError(field_name, f"is nested more than {MAX_METADATA_DEPTH} levels deep")
     try:
-        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+        encoded = json.dumps(metadata, ensure_ascii=False, allow_nan=not new)
         encoded.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(field_name, f"must be JSON-serializable valid Unicode: {exc}") from None

@@ -26,7 +26,7 @@ from .errors import AriadneMemError, ExtractionError, InvalidInputError, NotFoun
 from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
-from .limits import check_vector, load_json, replace_surrogates
+from .limits import check_metadata, check_vector, load_json, replace_surrogates
 from .models import Entry, Scope, Turn, UpdateEdge, check_unicode, clean_text
 from .storage_view import StorageView
 from .store import Store, open_store
@@ -258,8 +258,9 @@ class AriadneMemory:
         if user_id is None and (agent_id is not None or session_id is not None):
             raise InvalidInputError("user_id", "an agent or session to flush belongs to a user: give its user_id")
         wanted = Scope(_user(user_id), agent_id, session_id) if user_id is not None else None
-        scopes = {s for _, s, _ in self._store.pending() if wanted is None or (
-            s.user_id == wanted.user_id and agent_id in (None, s.agent_id) and session_id in (None, s.session_id))}
+        found = self._store.pending(user_id=wanted.user_id if wanted else None)  # one user's rows, not all
+        scopes = {s for _, s, _ in found if wanted is None or (
+            agent_id in (None, s.agent_id) and session_id in (None, s.session_id))}
         errors: list[BaseException] = []
         for scope in sorted(scopes, key=lambda s: (s.user_id, s.agent_id or "", s.session_id or "")):
             try:
@@ -471,7 +472,8 @@ class AriadneMemory:
         if old_id == new_id:
             raise InvalidInputError("new_id", "an entry cannot be its own newer state")
         with self._user_locks.hold(user_id):
-            self.get(old_id, user_id=user_id), self.get(new_id, user_id=user_id)  # NotFoundError naming the id
+            self.get(old_id, user_id=user_id)  # a NotFoundError naming the id
+            self.get(new_id, user_id=user_id)
             # Checked again and written in one transaction of the store: another process's
             # link or delete of these entries waits for it, or is waited for.
             why = self._store.link(user_id, old_id, new_id)
@@ -772,6 +774,10 @@ def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
         yield row
 
 
+#: Longest lock wait accepted, in seconds (a day): ``threading`` cannot wait for infinity.
+MAX_LOCK_TIMEOUT_S = 86_400.0
+
+
 def _check_opening(path: object, config: object, lock_timeout: object) -> None:
     """Refuse constructor arguments of the wrong kind with the library's own error, before
     a default model loads or a directory is made (``AriadneMemory(123)`` was a TypeError
@@ -783,8 +789,9 @@ def _check_opening(path: object, config: object, lock_timeout: object) -> None:
     if config is not None and not isinstance(config, Config):
         raise InvalidInputError("config", f"give a Config (ariadnemem_core.Config), not {type(config).__name__}")
     if lock_timeout is not None and (isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float)
-                                     or not lock_timeout > 0):
-        raise InvalidInputError("lock_timeout", f"give a positive number of seconds or None, not {lock_timeout!r}")
+                                     or not 0 < lock_timeout <= MAX_LOCK_TIMEOUT_S):
+        raise InvalidInputError("lock_timeout", f"give a number of seconds in (0, {MAX_LOCK_TIMEOUT_S:g}] or None, "
+                                                f"not {lock_timeout!r}")
 
 
 def _user(user_id: object) -> str:
@@ -852,6 +859,7 @@ def _normalize_turns(turns: Any) -> list[Turn]:
                 raise InvalidInputError(f"turns[{i}]", str(exc)) from exc
         else:
             raise InvalidInputError(f"turns[{i}]", f"expected Turn or dict, got {type(t).__name__}")
+        check_metadata(out[-1].metadata, f"turns[{i}].metadata", new=True)
     return out
 
 

@@ -113,7 +113,7 @@ def store_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool = True,
         return 0
     n = memory.add(turns, **scope)
     if flush:
-        _flush_scope(memory, scope)
+        flush_scope(memory, scope)
     return n
 
 
@@ -123,11 +123,13 @@ async def astore_turns(memory: AriadneMemory, turns: list[Turn], *, flush: bool 
         return 0
     n = await memory.aadd(turns, **scope)
     if flush:
-        await asyncio.to_thread(_flush_scope, memory, scope)
+        await asyncio.to_thread(flush_scope, memory, scope)
     return n
 
 
-def _flush_scope(memory: AriadneMemory, scope: dict[str, Any]) -> None:
+def flush_scope(memory: AriadneMemory, scope: dict[str, Any]) -> None:
+    """Extract the turns of one scope now; a failure is logged and the turns stay pending
+    (they are stored: a caller that retried would store them twice)."""
     user = scope.get("user_id") or "default"
     try:
         memory.flush(user_id=user, agent_id=scope.get("agent_id"), session_id=scope.get("session_id"))

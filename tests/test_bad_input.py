@@ -527,7 +527,7 @@ def test_constructor_arguments_of_the_wrong_kind(tmp_path, args, field):
     with pytest.raises(InvalidInputError) as info:
         AriadneMemory(*args)
     assert info.value.field == field
-    for bad in (-1, 0, "5", float("nan"), True):
+    for bad in (-1, 0, "5", float("nan"), float("inf"), True):
         with pytest.raises(InvalidInputError, match="lock_timeout"):
             AriadneMemory(tmp_path / "s", lock_timeout=bad)
 
@@ -545,3 +545,37 @@ def test_a_url_no_backend_opens_is_refused(tmp_path, monkeypatch):
             AriadneMemory(url)
         assert "secret" not in str(info.value)
     assert not list(tmp_path.iterdir())
+
+
+def test_metadata_stored_before_the_stricter_door_stays_readable(mem, make_memory, tmp_path):
+    """The strict metadata check is for what comes in: an export whose entries and pending
+    turns hold NaN or deep metadata (as an earlier version stored them) imports, reads back
+    and survives ``doctor`` (the check on every read path quarantined them, and the store's
+    own export could not be imported again)."""
+    import math
+
+    mem.add([turn("Ana", "Ana rows on Tuesdays.", 1, "a1"), turn("Ana", "Ana sails in July.", 2, "a2")],
+            user_id="ana")
+    mem.flush()
+    mem.add(turn("Ana", "Ana paints on Sundays.", 3, "a3"), user_id="ana")  # stays pending
+    path = tmp_path / "old.jsonl"
+    mem.export(path)
+    deep: Any = "leaf"
+    for _ in range(80):
+        deep = [deep]
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in rows:
+        if r["type"] == "entry":
+            r["metadata"] = {"score": float("nan"), "trace": deep}
+        elif r["type"] == "pending":
+            r["turn"]["metadata"] = {"score": float("inf")}
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN / Infinity, as Python writes them
+    copy = make_memory("copy", config=Config(window_size=4), hashing=True)
+    copy.import_(path)
+    copy.doctor()
+    copy.flush()
+    got = copy.entries("ana")
+    assert len(got) == 3 and math.isnan(got[0].metadata["score"]) and got[-1].metadata == {"score": math.inf}
+    again = tmp_path / "again.jsonl"
+    copy.export(again)
+    make_memory("third", hashing=True).import_(again)

@@ -659,6 +659,17 @@ def test_delete_entry(capsys, copy: Path, listing) -> None:
     assert code == 1 and err.startswith("Error:")
 
 
+def test_a_url_of_another_scheme_is_no_directory(capsys, tmp_path: Path, monkeypatch) -> None:
+    """``--store postgresql+psycopg://...`` made a directory named after the URL (the
+    password in its name) instead of an error: Path() folded the "//" before any check."""
+    monkeypatch.chdir(tmp_path)
+    source = write_jsonl(tmp_path / "a.jsonl", ALICE[:1])
+    for url in ("postgresql+psycopg://app:secret@db/memory", "mysql://app:secret@db/memory"):
+        code, _, err = run(capsys, "add", source, "--store", url)
+        assert code != 0 and "no store backend opens" in err and "secret" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
 def test_link_a_missed_update(capsys, copy: Path, listing) -> None:
     first, later = entry_for(listing, "alice", "a1"), entry_for(listing, "alice", "a4")
     code, _, err = run(capsys, "link", first["id"], later["id"], "--store", copy, "-u", "bob")  # not bob's

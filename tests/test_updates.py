@@ -1026,6 +1026,45 @@ def test_racing_links_keep_one_truth(make_memory) -> None:
     assert sum(1 for e in first.entries("u") if e.superseded_by) == 1
 
 
+@pytest.mark.both_backends
+def test_a_link_racing_a_delete_keeps_the_chain(make_memory, monkeypatch) -> None:
+    """A delete of the newer entry while its link is being written waits for the link and
+    bridges the chain through it (old -> deleted -> next becomes old -> next), as done one
+    after the other; on Postgres the delete read the chain before the link committed and
+    then removed the link with the entry."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn
+    from ariadnemem_core.store import postgres, records
+
+    first, second = make_memory("chain", hashing=True), make_memory("chain", hashing=True)
+    start = datetime(2024, 5, 6, 10)
+    first.add([Turn("user", t, start + timedelta(days=i), f"c{i}") for i, t in enumerate(
+        ["Ana's desk is by the window.", "Ana sits by the door now.", "Ana sits at the standing desk."])], user_id="u")
+    first.flush()
+    for e in [(e.src, e.dst) for e in first.edges("u")]:
+        first.unlink(*e, user_id="u")
+    old, mid, last = (next(e.id for e in first.entries("u") if e.source_turn_ids == [f"c{i}"]) for i in range(3))
+    first.link(mid, last, user_id="u")
+    slow = records.link_refused
+
+    def slowly(*args, **kwargs):
+        time.sleep(1.0)  # the link's checks hold its transaction open
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(records, "link_refused", slowly)
+    monkeypatch.setattr(postgres, "link_refused", slowly)
+    linker = threading.Thread(target=first.link, args=(old, mid), kwargs={"user_id": "u"})
+    linker.start()
+    time.sleep(0.4)
+    second.delete(mid, user_id="u")
+    linker.join(30)
+    assert [(e.src, e.dst) for e in second.edges("u")] == [(old, last)]
+    assert [e.id for e in second.history(old, user_id="u")] == [old, last]
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

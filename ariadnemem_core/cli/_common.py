@@ -87,6 +87,7 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
     """
     from ..memory import AriadneMemory
     from ..store import SQLiteStore, is_store_url
+    from ..store.opening import check_location
 
     location: str | Path
     if store is not None and not str(store).strip():
@@ -94,6 +95,8 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
         # or a forget would then change.
         raise fail("--store is empty: give a directory or a postgresql:// URL, or leave the option out "
                    "for the default store")
+    if store is not None:
+        check_location(str(store))  # before Path() folds "postgresql+psycopg://" into a directory name
     if is_store_url(store):
         location = str(store)  # a server: it exists (or is created) on open
     else:

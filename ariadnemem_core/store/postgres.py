@@ -417,8 +417,11 @@ class PostgresStore:
                                                   json.dumps(t.to_dict())) for t in turns])
         cur.execute(_BUMP, (scope.user_id, "turns_seen", len(turns)))
 
-    def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
-        if scope is None:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
+        if scope is None and user_id is not None:
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
+                              "ORDER BY seq", (user_id,))
+        elif scope is None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
         else:
             rows = self._read(
@@ -887,6 +890,9 @@ class PostgresStore:
             return False
         entry = found[entry_id]
         with self._tx() as cur:
+            # Under the user's lock: a link of this entry waits for the delete (and finds it
+            # gone), or the delete for the link (and bridges its edge), never both at once.
+            self._hold_user(cur, entry.user_id)
             self._bridged_delete(cur, entry.user_id, entry_id)
             self._touch(cur, [entry.user_id])
         return True
@@ -951,9 +957,8 @@ class PostgresStore:
             stamps = {str(r[0]): r[1] for r in cur.fetchall()}
             cur.execute("SELECT src, dst FROM edges WHERE user_id = %s AND kind = 'update'", (user_id,))
             edges = [(str(a), str(b)) for a, b in cur.fetchall()]
-            newer = [b for a, b in edges if a == src]
-            why = link_refused(stamps, newer, edges, src, dst)
-            if why is None and dst not in newer:
+            why = link_refused(stamps, edges, src, dst)
+            if why is None and (src, dst) not in edges:
                 cur.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
                             "VALUES (%s, %s, 'update', %s, 0, 0, %s) ON CONFLICT DO NOTHING",
                             (src, dst, user_id, time.time()))

@@ -277,11 +277,15 @@ class Records(Guarded):
         (one in-process SQLite query)."""
         return nullcontext()
 
-    def pending(self, scope: Scope | None = None) -> list[tuple[int, Scope, Turn]]:
-        """The scope's (or every) pending turn in arrival order. A row that is not a valid
-        turn (written by an older version, or by hand) is quarantined, not returned: one
-        poison row must not stop every user's extraction."""
-        if scope is None:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
+        """The scope's (or, with ``user_id``, every scope of that user's, or every) pending
+        turn in arrival order. A row that is not a valid turn (written by an older version,
+        or by hand) is quarantined, not returned: one poison row must not stop every user's
+        extraction."""
+        if scope is None and user_id is not None:
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = ? "
+                              "ORDER BY seq", (user_id,))
+        elif scope is None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
         else:
             rows = self._read(
@@ -788,12 +792,10 @@ class Records(Guarded):
         with self._tx() as db:
             stamps = dict(db.execute("SELECT id, ts FROM entries WHERE user_id = ? AND id IN (?, ?)",
                                      (user_id, src, dst)).fetchall())
-            newer = [r[0] for r in db.execute("SELECT dst FROM edges WHERE user_id = ? AND src = ? AND kind = 'update'",
-                                              (user_id, src))]
             edges = db.execute("SELECT src, dst FROM edges WHERE user_id = ? AND kind = 'update'",
                                (user_id,)).fetchall()
-            why = link_refused(stamps, newer, edges, src, dst)
-            if why is None and dst not in newer:
+            why = link_refused(stamps, edges, src, dst)
+            if why is None and (src, dst) not in edges:
                 db.execute("INSERT INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
                            "VALUES (?, ?, 'update', ?, 0, 0, ?)", (src, dst, user_id, time.time()))
         return why
@@ -952,11 +954,12 @@ class Records(Guarded):
         self._derive_messages_again(db, turns, mates)
 
 
-def link_refused(stamps: dict[str, float | None], newer: Sequence[str], edges: Iterable[tuple[str, str]],
-                 src: str, dst: str) -> str | None:
+def link_refused(stamps: dict[str, float | None], edges: Sequence[tuple[str, str]], src: str,
+                 dst: str) -> str | None:
     """Why the update edge ``src -> dst`` may not be added (see :meth:`Store.link`), from
-    the two entries' timestamps (``stamps``, by id; one missing: gone), ``src``'s newer
-    states and the user's update edges; None when it may (or is there already)."""
+    the two entries' timestamps (``stamps``, by id; one missing: gone) and the user's
+    update edges; None when it may (or is there already)."""
+    newer = [b for a, b in edges if a == src]
     if src not in stamps or dst not in stamps:
         return "missing"
     if dst in newer:

@@ -263,11 +263,14 @@ def _check_edges_own(edges: list[tuple[str, tuple[Any, ...]]], owner: dict[str, 
     # superseded by the next): no store writes them (``link`` refuses a loop).
     graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_edges_from((src, dst, {"where": where}) for where, (src, dst, kind, *_rest) in edges if kind == "update")
-    cycle = next(iter(nx.simple_cycles(graph)), None)
-    if cycle:
-        where = graph.edges[cycle[-1], cycle[0]]["where"]
-        raise InvalidInputError(where, f"update edges run in a loop ({' -> '.join(map(repr, [*cycle, cycle[0]]))}): "
-                                       "no state of it would be current")
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        return
+    loop = [a for a, _b in cycle] + [cycle[0][0]]
+    raise InvalidInputError(graph.edges[cycle[-1]]["where"], f"update edges run in a loop "
+                                                             f"({' -> '.join(map(repr, loop))}): no state of it "
+                                                             "would be current")
 
 
 def _check_rows(store: Transferable, rows: Iterable[Any]) -> list[tuple[str, Any]]:
