@@ -476,10 +476,7 @@ def link(
     as_json: JsonOpt = False,
 ) -> None:
     """Record a change the memory missed: NEW_ID replaces OLD_ID (both entries stay; see `history`)."""
-    with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
-        old_id, new_id = _resolve_id(mem, old_id, user), _resolve_id(mem, new_id, user)
-        mem.link(old_id, new_id, user_id=user)
-    emit_json({"linked": [old_id, new_id]}) if as_json else say(out, Text(f"linked {old_id} -> {new_id}"))
+    _edit_update_link("link", old_id, new_id, store, user, chroma_host, chroma_port, as_json)
 
 
 def unlink(
@@ -492,7 +489,14 @@ def unlink(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove a wrong update link: NEW_ID does not replace OLD_ID (both entries stay; see `history`)."""
+    _edit_update_link("unlink", old_id, new_id, store, user, chroma_host, chroma_port, as_json)
+
+
+def _edit_update_link(action: str, old_id: str, new_id: str, store: str | Path | None, user: str,
+                      chroma_host: str | None, chroma_port: int, as_json: bool) -> None:
+    """``link`` or ``unlink`` (``action``) OLD_ID -> NEW_ID, ids resolved from prefixes."""
     with open_memory(store, chroma_host, chroma_port, must_exist=True) as mem:
         old_id, new_id = _resolve_id(mem, old_id, user), _resolve_id(mem, new_id, user)
-        mem.unlink(old_id, new_id, user_id=user)
-    emit_json({"unlinked": [old_id, new_id]}) if as_json else say(out, Text(f"unlinked {old_id} -> {new_id}"))
+        getattr(mem, action)(old_id, new_id, user_id=user)
+    done = f"{action}ed"
+    emit_json({done: [old_id, new_id]}) if as_json else say(out, Text(f"{done} {old_id} -> {new_id}"))
