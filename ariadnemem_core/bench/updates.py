@@ -218,7 +218,8 @@ def _score_answers(d: dict[str, Any], ask: Callable[[str], str], n: Counter[str]
 #: * ``validation-6``: written the same way; it judged the rules until its misses were read
 #:   for chat typed in lowercase, so it tunes now;
 #: * ``validation-7``: written the same way; it judged the rules until its misses were read,
-#:   after its last measurement (``validation-8``, frozen, judges the next round).
+#:   after its last measurement (``validation-8`` and ``validation-9``, frozen and measured
+#:   by hand, figures only, judge the next round).
 SUITES = {
     "suite": DEFAULT_SUITE,
     "held-out": DEFAULT_SUITE.with_name("update_dialogues_heldout.json"),
