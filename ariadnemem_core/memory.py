@@ -30,6 +30,7 @@ from .limits import check_metadata, check_vector, load_json, replace_surrogates
 from .models import Entry, Scope, Turn, UpdateEdge, check_unicode, clean_text
 from .storage_view import StorageView
 from .store import Store, open_store
+from .store.locking import MAX_LOCK_TIMEOUT_S
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -772,10 +773,6 @@ def read_export(path: str | Path) -> Generator[dict[str, Any], None, None]:
     export's meta record (not an export at all). An empty file yields nothing."""
     for _, row in read_export_lines(path):
         yield row
-
-
-#: Longest lock wait accepted, in seconds (a day): ``threading`` cannot wait for infinity.
-MAX_LOCK_TIMEOUT_S = 86_400.0
 
 
 def _check_opening(path: object, config: object, lock_timeout: object) -> None:

@@ -530,6 +530,13 @@ def test_constructor_arguments_of_the_wrong_kind(tmp_path, args, field):
     for bad in (-1, 0, "5", float("nan"), float("inf"), True):
         with pytest.raises(InvalidInputError, match="lock_timeout"):
             AriadneMemory(tmp_path / "s", lock_timeout=bad)
+    from ariadnemem_core import HashEmbedder, StoreError
+
+    for raw in ("inf", "1e12", "nan"):  # an OverflowError from inside at the first write before
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("ARIADNEMEM_LOCK_TIMEOUT", raw)
+            with pytest.raises(StoreError, match="lock timeout"):
+                AriadneMemory(tmp_path / "s", embedder=HashEmbedder())
 
 
 def test_a_url_no_backend_opens_is_refused(tmp_path, monkeypatch):

@@ -1065,6 +1065,46 @@ def test_a_link_racing_a_delete_keeps_the_chain(make_memory, monkeypatch) -> Non
     assert [e.id for e in second.history(old, user_id="u")] == [old, last]
 
 
+@pytest.mark.both_backends
+def test_an_unlink_racing_a_delete_stays_undone(make_memory, monkeypatch) -> None:
+    """An unlink of old -> mid while mid is deleted: the delete bridges the chain as it
+    stands after the unlink (old stays current), as done one after the other; on Postgres
+    the delete read the link the unlink had not yet committed away and wrote old -> last."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn
+    from ariadnemem_core.store import postgres
+
+    first, second = make_memory("unchain", hashing=True), make_memory("unchain", hashing=True)
+    start = datetime(2024, 5, 6, 10)
+    first.add([Turn("user", t, start + timedelta(days=i), f"c{i}") for i, t in enumerate(
+        ["Ana's desk is by the window.", "Ana sits by the door now.", "Ana sits at the standing desk."])], user_id="u")
+    first.flush()
+    for e in [(e.src, e.dst) for e in first.edges("u")]:
+        first.unlink(*e, user_id="u")
+    old, mid, last = (next(e.id for e in first.entries("u") if e.source_turn_ids == [f"c{i}"]) for i in range(3))
+    first.link(old, mid, user_id="u")
+    first.link(mid, last, user_id="u")
+    touch, held = postgres.PostgresStore._touch, threading.Event()
+
+    def slowly(cur, users) -> None:  # the unlink's transaction stays open a moment
+        if not held.is_set():
+            held.set()
+            time.sleep(1.0)
+        touch(cur, users)
+
+    monkeypatch.setattr(postgres.PostgresStore, "_touch", staticmethod(slowly))
+    unlinker = threading.Thread(target=first.unlink, args=(old, mid), kwargs={"user_id": "u"})
+    unlinker.start()
+    time.sleep(0.4)
+    second.delete(mid, user_id="u")
+    unlinker.join(30)
+    assert [(e.src, e.dst) for e in second.edges("u")] == []
+    assert second.get(old, user_id="u").superseded_by is None
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

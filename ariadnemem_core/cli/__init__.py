@@ -62,16 +62,19 @@ def _root(
 @app.command("demo")
 @handle_errors
 def demo(
-    store: Annotated[Path | None, typer.Option("--store", help="Keep the demo memory here (default: temporary).")]
+    store: Annotated[str | None, typer.Option("--store", help="Keep the demo memory here (default: temporary).")]
     = None,
     picture: Annotated[Path | None, typer.Option(
         "--picture", "-p", help="Also draw one evidence graph (.png, .svg, .html or .mmd).")] = None,
 ) -> None:
     """Build a memory from a small shipped dialogue and show entries, updates and evidence."""
     from ..demo import run
+    from ..store.opening import check_location
 
+    if store is not None:
+        check_location(store)  # before Path() folds "postgresql+psycopg://" into a directory name
     memory_cmds.check_picture(picture)
-    raise typer.Exit(run(store, picture))
+    raise typer.Exit(run(Path(store) if store else None, picture))
 
 
 memory_cmds.register(app)

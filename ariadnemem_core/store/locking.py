@@ -45,6 +45,9 @@ ENV_LOCK_TIMEOUT = "ARIADNEMEM_LOCK_TIMEOUT"
 #: Longest wait for a writer lock, in seconds. A commit takes milliseconds to a few
 #: seconds (a large import); a lock held for a minute belongs to a stuck process.
 DEFAULT_LOCK_TIMEOUT_S = 60.0
+#: Longest lock wait accepted, in seconds (a day): ``threading`` and Postgres cannot wait
+#: for infinity (an OverflowError from inside at the first write).
+MAX_LOCK_TIMEOUT_S = 86_400.0
 
 
 def lock_timeout_from_env(value: float | None = None) -> float:
@@ -55,8 +58,8 @@ def lock_timeout_from_env(value: float | None = None) -> float:
             value = float(raw) if raw.strip() else DEFAULT_LOCK_TIMEOUT_S
         except ValueError:
             raise StoreError(f"{ENV_LOCK_TIMEOUT} must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise StoreError(f"lock timeout must be positive, got {value}")
+    if not 0 < value <= MAX_LOCK_TIMEOUT_S:
+        raise StoreError(f"lock timeout must be a number of seconds in (0, {MAX_LOCK_TIMEOUT_S:g}], got {value}")
     return float(value)
 
 

@@ -967,6 +967,7 @@ class PostgresStore:
 
     def unlink(self, user_id: str, src: str, dst: str) -> bool:
         with self._tx() as cur:
+            self._hold_user(cur, user_id)  # a delete bridging the chain waits for it (see link)
             cur.execute("DELETE FROM edges WHERE user_id = %s AND src = %s AND dst = %s AND kind = 'update'",
                         (user_id, src, dst))
             gone = cur.rowcount
