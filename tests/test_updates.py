@@ -1026,6 +1026,24 @@ def test_racing_links_keep_one_truth(make_memory) -> None:
     assert sum(1 for e in first.entries("u") if e.superseded_by) == 1
 
 
+def _two_handles_three_states(make_memory, name: str):
+    """Two handles of one store (as two processes) and the ids of three statements of one
+    thing on three days, with no update link between them."""
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn
+
+    first, second = make_memory(name, hashing=True), make_memory(name, hashing=True)
+    start = datetime(2024, 5, 6, 10)
+    first.add([Turn("user", t, start + timedelta(days=i), f"c{i}") for i, t in enumerate(
+        ["Ana's desk is by the window.", "Ana sits by the door now.", "Ana sits at the standing desk."])], user_id="u")
+    first.flush()
+    for e in [(e.src, e.dst) for e in first.edges("u")]:
+        first.unlink(*e, user_id="u")
+    ids = tuple(next(e.id for e in first.entries("u") if e.source_turn_ids == [f"c{i}"]) for i in range(3))
+    return first, second, ids
+
+
 @pytest.mark.both_backends
 def test_a_link_racing_a_delete_keeps_the_chain(make_memory, monkeypatch) -> None:
     """A delete of the newer entry while its link is being written waits for the link and
@@ -1034,19 +1052,10 @@ def test_a_link_racing_a_delete_keeps_the_chain(make_memory, monkeypatch) -> Non
     then removed the link with the entry."""
     import threading
     import time
-    from datetime import timedelta
 
-    from ariadnemem_core import Turn
     from ariadnemem_core.store import postgres, records
 
-    first, second = make_memory("chain", hashing=True), make_memory("chain", hashing=True)
-    start = datetime(2024, 5, 6, 10)
-    first.add([Turn("user", t, start + timedelta(days=i), f"c{i}") for i, t in enumerate(
-        ["Ana's desk is by the window.", "Ana sits by the door now.", "Ana sits at the standing desk."])], user_id="u")
-    first.flush()
-    for e in [(e.src, e.dst) for e in first.edges("u")]:
-        first.unlink(*e, user_id="u")
-    old, mid, last = (next(e.id for e in first.entries("u") if e.source_turn_ids == [f"c{i}"]) for i in range(3))
+    first, second, (old, mid, last) = _two_handles_three_states(make_memory, "chain")
     first.link(mid, last, user_id="u")
     slow = records.link_refused
 
@@ -1072,19 +1081,10 @@ def test_an_unlink_racing_a_delete_stays_undone(make_memory, monkeypatch) -> Non
     the delete read the link the unlink had not yet committed away and wrote old -> last."""
     import threading
     import time
-    from datetime import timedelta
 
-    from ariadnemem_core import Turn
     from ariadnemem_core.store import postgres
 
-    first, second = make_memory("unchain", hashing=True), make_memory("unchain", hashing=True)
-    start = datetime(2024, 5, 6, 10)
-    first.add([Turn("user", t, start + timedelta(days=i), f"c{i}") for i, t in enumerate(
-        ["Ana's desk is by the window.", "Ana sits by the door now.", "Ana sits at the standing desk."])], user_id="u")
-    first.flush()
-    for e in [(e.src, e.dst) for e in first.edges("u")]:
-        first.unlink(*e, user_id="u")
-    old, mid, last = (next(e.id for e in first.entries("u") if e.source_turn_ids == [f"c{i}"]) for i in range(3))
+    first, second, (old, mid, last) = _two_handles_three_states(make_memory, "unchain")
     first.link(old, mid, user_id="u")
     first.link(mid, last, user_id="u")
     touch, held = postgres.PostgresStore._touch, threading.Event()
