@@ -55,7 +55,7 @@ from typing import Any
 
 from ariadnemem_core import AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn
 
-from .._compat import flush_scope, require, said
+from .._compat import flush_scope, require, said, scope_kwargs
 
 require("langgraph.store.base", "langchain", "AriadneMemStore")
 
@@ -220,8 +220,7 @@ class AriadneMemStore(BaseStore):
                             agent_id=scope.agent_id, session_id=scope.session_id,
                             turn_ids=[TURN_PREFIX + op.key])
         if op.value is not None and self.flush:
-            flush_scope(self.memory, {"user_id": scope.user_id, "agent_id": scope.agent_id,
-                                      "session_id": scope.session_id})
+            flush_scope(self.memory, scope_kwargs(scope.user_id, scope.agent_id, scope.session_id))
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         scope = self.scope_of(op.namespace_prefix, partial=True)
