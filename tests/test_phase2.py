@@ -142,24 +142,30 @@ def test_update_shows_latest_state(make_memory):
     assert ans.mode == "extractive" and "3 pm" in ans.text and "2 pm" not in ans.text
 
 
-def test_a_forked_fact_is_superseded_by_the_state_the_store_names(make_memory):
+def test_a_forked_fact_is_superseded_by_the_state_the_store_names(make_memory, tmp_path):
     """A fork (one old fact, two newer statements linked by hand, as a store written before
     forks were refused may hold): one truth per fork. The graph marks the old fact
     superseded by the state the store names (``Entry.superseded_by``), so the markers,
     entries() and history() agree; the other branch is shown as a plain fact."""
-    from ariadnemem_core.models import Scope, UpdateEdge
-    from ariadnemem_core.store import WindowCommit
-
+    source = make_memory("fork-source")
+    source.add([turn("Mia", "My weekly writing target is 1,200 words.", 0, "w1"),
+                turn("Mia", "The weekly writing target was adjusted to 1,350 words.", 2 * DAY, "w2"),
+                turn("Mia", "I wrote 1,500 words a week by April 9.", 9 * DAY, "w3")])
+    source.flush()
+    ids = {e.source_turn_ids[0]: e.id for e in source.entries()}
+    known = {(e.src, e.dst) for e in source.edges()}
+    # Set-up: the export of a store that holds the fork (no store writes one now: a window
+    # or link racing another is refused), loaded into a fresh memory.
+    path = tmp_path / "fork.jsonl"
+    source.export(path)
+    lines = path.read_text().splitlines()
+    forks = [json.dumps({"type": "edge", "src": ids["w1"], "dst": ids[t], "kind": "update", "user_id": "default",
+                         "similarity": 0.0, "overlap": 0.0}) for t in ("w2", "w3") if (ids["w1"], ids[t]) not in known]
+    end = json.loads(lines[-1])
+    end["records"] += len(forks)
+    path.write_text("\n".join([*lines[:-1], *forks, json.dumps(end)]) + "\n")
     mem = make_memory("fork")
-    mem.add([turn("Mia", "My weekly writing target is 1,200 words.", 0, "w1"),
-             turn("Mia", "The weekly writing target was adjusted to 1,350 words.", 2 * DAY, "w2"),
-             turn("Mia", "I wrote 1,500 words a week by April 9.", 9 * DAY, "w3")])
-    mem.flush()
-    ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
-    known = {(e.src, e.dst) for e in mem.edges()}
-    missing = [UpdateEdge(ids["w1"], ids[t]) for t in ("w2", "w3") if (ids["w1"], ids[t]) not in known]
-    # Set-up: edges coarsening did not find, committed straight to the private store.
-    mem._store.commit_window(WindowCommit(Scope("default"), edges=missing))
+    mem.import_(path)
     assert {(ids["w1"], ids["w2"]), (ids["w1"], ids["w3"])} <= {(e.src, e.dst) for e in mem.edges()}
     named = mem.get(ids["w1"]).superseded_by
     assert named in (ids["w2"], ids["w3"])

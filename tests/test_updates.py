@@ -1105,6 +1105,45 @@ def test_an_unlink_racing_a_delete_stays_undone(make_memory, monkeypatch) -> Non
     assert second.get(old, user_id="u").superseded_by is None
 
 
+@pytest.mark.both_backends
+def test_a_window_racing_a_link_keeps_one_truth(make_memory, monkeypatch) -> None:
+    """The detector reads its candidates before the window commits: when another process
+    gives the old fact a newer state in between (here by ``link``), the window's own link
+    from it is not written, so the old fact never has two newer states. The new statement
+    is kept, as a plain fact, and the refusal is counted."""
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn, coarsening
+
+    first, second = make_memory("window-race", hashing=True), make_memory("window-race", hashing=True)
+    start = datetime(2024, 5, 6, 10)
+    first.add([Turn("user", "The team meeting is at 2 pm on Friday.", start, "m0"),
+               Turn("user", "The offsite is in Lisbon.", start + timedelta(days=1), "m1")], user_id="u")
+    first.flush()
+    for e in [(e.src, e.dst) for e in first.edges("u")]:
+        first.unlink(*e, user_id="u")
+    ids = {e.source_turn_ids[0]: e.id for e in first.entries("u")}
+    decide, decided = coarsening.decide, []
+
+    def meanwhile(new, candidates, *args, **kwargs):
+        if not decided:  # another process links the old fact after the candidates were read
+            second.link(ids["m0"], ids["m1"], user_id="u")
+        decided.append(decision := decide(new, candidates, *args, **kwargs))
+        return decision
+
+    monkeypatch.setattr(coarsening, "decide", meanwhile)
+    first.add([Turn("user", "The team meeting moved to 3 pm on Friday.", start + timedelta(days=2), "m2")],
+              user_id="u")
+    first.flush()
+    assert any(d.action is coarsening.Action.LINK and d.target_id == ids["m0"] for d in decided)  # the race happened
+    newest = next(e for e in first.entries("u") if e.source_turn_ids == ["m2"])
+    assert [(e.src, e.dst) for e in first.edges("u") if e.kind == "update"] == [(ids["m0"], ids["m1"])]
+    assert first.get(ids["m0"], user_id="u").superseded_by == ids["m1"]
+    assert [e.id for e in first.history(ids["m0"], user_id="u")] == [ids["m0"], ids["m1"]]
+    assert newest.superseded_by is None
+    assert first.stats("u")["links_refused"] == 1
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

@@ -50,6 +50,7 @@ from .records import (
     STAT_KEYS,
     PendingConflict,
     WindowCommit,
+    admitted_links,
     link_refused,
     message_rows,
     pending_of,
@@ -511,7 +512,7 @@ class PostgresStore:
                              json.dumps(entry.metadata), lexemes, doc_len, entry.id, scope.user_id))
             now = time.time()
             cur.executemany(_IMPORT_SQL["edge"], [(e.src, e.dst, e.kind, scope.user_id, e.similarity, e.overlap, now)
-                                                  for e in commit.edges])
+                                                  for e in self._admitted(cur, scope.user_id, commit)])
             cur.executemany(_IMPORT_SQL["mention"], [(scope.user_id, p, t, eid) for p, t, eid in commit.mentions])
             cur.executemany(_IMPORT_SQL["attribute"], [(scope.user_id, *a) for a in commit.attributes])
             if commit.processed_turns:
@@ -525,6 +526,24 @@ class PostgresStore:
             self._bump(cur, scope.user_id, commit.stats)
             self._touch(cur, [scope.user_id])
         self._analyze_after(len(commit.added))
+
+    @staticmethod
+    def _admitted(cur: psycopg.Cursor[Any], user_id: str, commit: WindowCommit) -> list[UpdateEdge]:
+        """The window's update edges that still hold under the user's lock
+        (:func:`~ariadnemem_core.store.records.admitted_links`): a link or delete of
+        another process since the detector read the candidates wins; a dropped edge is
+        counted in the ``links_refused`` stat."""
+        updates = [e for e in commit.edges if e.kind == "update"]
+        if not updates:
+            return list(commit.edges)
+        cur.execute("SELECT id, ts FROM entries WHERE user_id = %s AND id = ANY(%s)",
+                    (user_id, sorted({i for e in updates for i in (e.src, e.dst)})))
+        stamps = {str(r[0]): r[1] for r in cur.fetchall()}
+        cur.execute("SELECT src, dst FROM edges WHERE user_id = %s AND kind = 'update'", (user_id,))
+        kept, refused = admitted_links(stamps, [(str(a), str(b)) for a, b in cur.fetchall()], updates)
+        if refused:
+            commit.stats["links_refused"] = commit.stats.get("links_refused", 0) + refused
+        return [e for e in commit.edges if e.kind != "update"] + kept
 
     def _analyze_after(self, added: int) -> None:
         """Refresh the planner's statistics once this process has added rows worth

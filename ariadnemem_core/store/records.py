@@ -44,7 +44,7 @@ SCHEMA_VERSION = 1
 RECENT_TURNS = 4
 #: Counters every ``stats()`` reports (zero when nothing happened yet).
 STAT_KEYS = ("turns_seen", "gate_kept", "gate_dropped", "gate_low_info", "gate_low_info_entries",
-             "merge", "link", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
+             "merge", "link", "links_refused", "add", "extract_windows", "extract_fallbacks", "extract_patched_turns")
 
 #: The records' tables and indexes (idempotent: run on every open).
 SCHEMA = """
@@ -438,11 +438,12 @@ class Records(Guarded):
                  json.dumps(entry.metadata), entry.id),
             )
             db.execute("UPDATE entries_fts SET body = ? WHERE rowid = ?", (fts_body(entry), entry.seq))
+        edges = self._admitted(db, scope.user_id, commit)
         db.executemany(
             "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(e.src, e.dst, e.kind, scope.user_id, e.similarity, e.overlap, time.time())
-             for e in commit.edges],
+             for e in edges],
         )
         db.executemany(
             "INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
@@ -786,6 +787,25 @@ class Records(Guarded):
                     [(scope.user_id, scope.agent_id, scope.session_id, json.dumps(t.to_dict())) for t in turns])
                 self._bump(db, scope.user_id, {"turns_seen": len(turns)})
 
+    @staticmethod
+    def _admitted(db: sqlite3.Connection, user_id: str, commit: WindowCommit) -> list[UpdateEdge]:
+        """The window's update edges that still hold now that it holds the write lock
+        (:func:`admitted_links`); a dropped one is counted in the ``links_refused`` stat."""
+        updates = [e for e in commit.edges if e.kind == "update"]
+        if not updates:
+            return list(commit.edges)
+        ids = sorted({i for e in updates for i in (e.src, e.dst)})
+        stamps: dict[str, float | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            stamps.update(db.execute(f"SELECT id, ts FROM entries WHERE user_id = ? AND id IN "
+                                     f"({','.join('?' * len(chunk))})", (user_id, *chunk)).fetchall())
+        stored = db.execute("SELECT src, dst FROM edges WHERE user_id = ? AND kind = 'update'", (user_id,)).fetchall()
+        kept, refused = admitted_links(stamps, stored, updates)
+        if refused:
+            commit.stats["links_refused"] = commit.stats.get("links_refused", 0) + refused
+        return [e for e in commit.edges if e.kind != "update"] + kept
+
     def link(self, user_id: str, src: str, dst: str) -> str | None:
         """See :meth:`Store.link`: checked and written under the store's write lock (a
         ``link``, ``delete`` or window commit of another process waits for it)."""
@@ -981,6 +1001,29 @@ def link_refused(stamps: dict[str, float | None], edges: Sequence[tuple[str, str
                 seen.add(nxt)
                 todo.append(nxt)
     return None
+
+
+def admitted_links(stamps: dict[str, float | None], edges: Sequence[tuple[str, str]],
+                   proposed: Sequence[UpdateEdge]) -> tuple[list[UpdateEdge], int]:
+    """The window's update edges that still hold when it commits, and how many do not.
+
+    The detector read the candidates before the commit, without the write lock: another
+    process may have given the same old fact a newer state meanwhile, or deleted it. The
+    first committed link wins (one truth per fork, as :meth:`Store.link` keeps it), and an
+    edge to a deleted fact is not written; the new fact itself is kept, as a plain ADD.
+
+    Args:
+        stamps: the timestamps of the edges' entries (by id; one missing: gone).
+        edges: the user's stored update edges.
+        proposed: the window's update edges, in decision order.
+    """
+    known = list(edges)
+    kept: list[UpdateEdge] = []
+    for edge in proposed:
+        if link_refused(stamps, known, edge.src, edge.dst) is None:
+            kept.append(edge)
+            known.append((edge.src, edge.dst))
+    return kept, len(proposed) - len(kept)
 
 
 def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list[int]:
