@@ -509,3 +509,31 @@ def test_a_fact_two_keys_hold_stays_while_one_of_them_does(store: AriadneMemStor
     store.put(ns, "c", {"content": "Maya plays the violin now."})
     kept = store.get(ns, "d")
     assert kept is not None and "cello" in kept.value["content"]
+
+
+def test_a_key_equal_to_another_keys_fact_id_is_its_own_key(store: AriadneMemStore, memory: AriadneMemory) -> None:
+    """Every reader sees a put's fact ids in ``value["facts"]``; a key equal to one of them
+    is a key of its own, as in ``InMemoryStore`` (it read, overwrote and deleted the other
+    key's value). A fact added with ``memory.add`` (no put key) is still addressed by its id."""
+    from datetime import datetime
+
+    from ariadnemem_core import Turn
+
+    ns = ("memories", "maya")
+    store.put(ns, "diet", {"content": "Maya is vegetarian since 2021."})
+    store.put(ns, "pet", {"content": "Maya has a dog called Pixel."})
+    diet_fact = store.get(ns, "diet").value["facts"][0]["id"]
+    pet_fact = store.get(ns, "pet").value["facts"][0]["id"]
+    assert store.get(ns, diet_fact) is None
+    store.put(ns, diet_fact, {"content": "Maya plays chess on Tuesdays."})
+    store.delete(ns, pet_fact)
+    diet, pet, chess = store.get(ns, "diet"), store.get(ns, "pet"), store.get(ns, diet_fact)
+    assert diet is not None and "vegetarian" in diet.value["content"]
+    assert pet is not None and "Pixel" in pet.value["content"]
+    assert chess is not None and "chess" in chess.value["content"]
+    memory.add([Turn("maya", "Maya's sister lives in Porto.", datetime(2024, 5, 6, 10))], user_id="maya")
+    memory.flush()
+    added = next(e.id for e in memory.entries("maya") if "Porto" in e.text)
+    assert "Porto" in store.get(ns, added).value["content"]
+    store.delete(ns, added)
+    assert store.get(ns, added) is None and all("Porto" not in e.text for e in memory.entries("maya"))

@@ -99,7 +99,7 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
     for name in ("history", "delete_entry"):
         with pytest.raises(RuntimeError, match="no entry"):
             await _call(session, name, entry_id=bob_entry)
-        with pytest.raises(RuntimeError, match="no entry"):
+        with pytest.raises(RuntimeError, match="fixed scope"):
             await _call(session, name, entry_id=bob_entry, user_id="bob")
     with pytest.raises(RuntimeError, match="no entry"):
         await _call(session, "unlink_update", old_id=bob_entry, new_id=ids[0])
@@ -115,10 +115,19 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
     with pytest.raises(RuntimeError, match="new_id"):
         await _call(session, "link_update", old_id=ids[1], new_id=ids[0])
     assert await _call(session, "unlink_update", old_id=ids[0], new_id=ids[1]) == {"unlinked": [ids[0], ids[1]]}
+    # Another user named on a fixed-scope server (a gateway pointed at the wrong server): an
+    # error, not bob's memory, nor alice's read or written as if it were bob's.
     sneaky = await session.call_tool("retrieve", {"query": "locker code", "user_id": "bob"})
+    assert sneaky.is_error and "fixed scope" in sneaky.content[0].text
     # (the secret's text, not the bare digits: a timing figure in the stats may hold them)
     assert "locker code is 4417" not in json.dumps(sneaky.model_dump(mode="json"))
-    assert all("4417" not in f["text"] and f["id"] != bob_entry for f in sneaky.structured_content["facts"])
+    before = (await _call(session, "stats"))["counters"]["turns_seen"]
+    for args in ({"user_id": "bob"}, {"agent_id": "a9"}, {"session_id": ""}):
+        refused = await session.call_tool("add_turns", {"turns": [{"speaker": "Bob", "text": "My passport ends 0042."}],
+                                                        **args})
+        assert refused.is_error and next(iter(args)) in refused.content[0].text
+    assert (await _call(session, "stats"))["counters"]["turns_seen"] == before
+    assert "2290" in json.dumps(await _call(session, "retrieve", query="locker code", user_id="alice"))
 
     deleted = await _call(session, "delete_entry", entry_id=ids[0])
     assert deleted == {"deleted": ids[0]}

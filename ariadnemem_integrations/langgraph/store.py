@@ -150,8 +150,19 @@ class AriadneMemStore(BaseStore):
         return entry.id
 
     @staticmethod
-    def _has_key(entry: Entry, key: str) -> bool:
-        return entry.id == key or TURN_PREFIX + key in entry.source_turn_ids
+    def _put_fact(entry: Entry) -> bool:
+        """Whether the entry came from a put (it holds a put key's turn)."""
+        return any(tid.startswith(TURN_PREFIX) for tid in entry.source_turn_ids)
+
+    @classmethod
+    def _has_key(cls, entry: Entry, key: str) -> bool:
+        """Whether ``key`` addresses the entry: a put key's turn it holds, or its own id for
+        a fact added with ``memory.add`` (no put key). A put's fact is never addressed by
+        its id, which every reader sees in ``value["facts"]``: a key equal to it would
+        read, overwrite or delete another key's value."""
+        if TURN_PREFIX + key in entry.source_turn_ids:
+            return True
+        return entry.id == key and not cls._put_fact(entry)
 
     def _entries(self, scope: Scope) -> list[Entry]:
         return self.memory.entries(scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
@@ -215,7 +226,8 @@ class AriadneMemStore(BaseStore):
         # leaves the old value or the new one, never neither.
         # By id only the facts keyed by their own id (added with ``memory.add``); a fact of
         # this key MERGEd with another key's put stays for that key.
-        self.memory.replace([e.id for e in old if e.id == op.key], [] if op.value is None else [turn],
+        self.memory.replace([e.id for e in old if e.id == op.key and not self._put_fact(e)],
+                            [] if op.value is None else [turn],
                             user_id=scope.user_id,
                             agent_id=scope.agent_id, session_id=scope.session_id,
                             turn_ids=[TURN_PREFIX + op.key])

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn, quote
 
@@ -241,6 +242,24 @@ _SCOPE_PARAMS = [
                        ("session_id", "Session scope (default: the server's)."))
 ]
 
+#: The same arguments on a fixed-scope server, left out of the tools' schemas: accepted only
+#: to be refused. The SDK drops an argument a tool does not declare, so a gateway sending
+#: ``user_id="bob"`` to a server fixed to another user read and wrote that user's memory
+#: with no error.
+_FIXED_SCOPE_PARAMS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=SkipJsonSchema[str | None])
+    for name in ("user_id", "agent_id", "session_id")
+]
+
+
+def _fixed(scope: Scope, given: dict[str, str | None]) -> None:
+    """Refuse a scope argument naming another scope than a fixed-scope server's own."""
+    own = {"user_id": scope.user_id, "agent_id": scope.agent_id, "session_id": scope.session_id}
+    for key, value in given.items():
+        if value is not None and value != own[key]:
+            raise ToolError(f"{key}: this server serves one fixed scope and does not take {key} per call "
+                            "(a gateway naming the user per call needs a server started with per-call scope)")
+
 
 def _tool(tools: MemoryTools, name: str) -> Callable[..., Any]:
     """The MCP-facing function of one tool: the method's signature without ``scope``, plus
@@ -251,7 +270,9 @@ def _tool(tools: MemoryTools, name: str) -> Callable[..., Any]:
 
     def call(**kwargs: Any) -> Any:
         scope = tools.scope
-        if tools.per_call_scope:
+        if not tools.per_call_scope:
+            _fixed(scope, {k: kwargs.pop(k, None) for k in ("user_id", "agent_id", "session_id")})
+        else:
             user = kwargs.pop("user_id", None)
             agent = kwargs.pop("agent_id", None)
             session = kwargs.pop("session_id", None)
@@ -266,8 +287,7 @@ def _tool(tools: MemoryTools, name: str) -> Callable[..., Any]:
                 raise ToolError(str(exc)) from None
         return method(scope, **kwargs)
 
-    if tools.per_call_scope:
-        params += _SCOPE_PARAMS
+    params += _SCOPE_PARAMS if tools.per_call_scope else _FIXED_SCOPE_PARAMS
     call.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     call.__name__ = name
     call.__doc__ = method.__doc__
