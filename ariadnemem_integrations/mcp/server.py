@@ -247,7 +247,9 @@ _SCOPE_PARAMS = [
 #: ``user_id="bob"`` to a server fixed to another user read and wrote that user's memory
 #: with no error.
 _FIXED_SCOPE_PARAMS = [
-    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=SkipJsonSchema[str | None])
+    # (a runtime annotation: the type checker sees SkipJsonSchema as an alias it cannot apply)
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=SkipJsonSchema[str | None])  # type: ignore[misc]
     for name in ("user_id", "agent_id", "session_id")
 ]
 
