@@ -478,6 +478,27 @@ def test_history_of_an_updated_entry(capsys, base: Path, listing) -> None:
     assert code == 0 and "no updates" in out and "unlink" not in out
 
 
+def test_history_hint_never_prints_a_store_password(capsys, pg_url: str, monkeypatch, tmp_path: Path) -> None:
+    """The unlink hint of ``history`` names the store; a Postgres URL's password is shown
+    as ``***`` there, as in every other message (given as ``--store`` or in the
+    environment)."""
+    from conftest import with_schema
+
+    url = with_schema(pg_url.replace("postgres:@", "postgres:TopSecretPw42@", 1), "clihint")
+    assert "TopSecretPw42" in url
+    rows = [{"speaker": "Leo", "text": "The kickoff meeting is at 2 pm on Friday.", "timestamp": "2024-03-04T09:00:00"},
+            {"speaker": "Leo", "text": "The kickoff meeting moved to 3 pm.", "timestamp": "2024-03-05T18:30:00"}]
+    turns = write_jsonl(tmp_path / "turns.jsonl", rows)
+    assert run(capsys, "add", turns, "--store", url, "-u", "team", "-q")[0] == 0
+    newest = next(e["id"] for e in run_json(capsys, "entries", "--store", url, "-u", "team") if "moved" in e["text"])
+    code, out, err = run(capsys, "history", newest, "--store", url, "-u", "team")
+    assert code == 0 and "ariadnemem unlink OLD_ID NEW_ID --store postgresql://postgres:***@" in out
+    monkeypatch.setenv("ARIADNEMEM_STORE", url)
+    code, out2, err2 = run(capsys, "history", newest, "-u", "team")
+    assert code == 0 and "unlink OLD_ID NEW_ID" in out2
+    assert "TopSecretPw42" not in out + err + out2 + err2
+
+
 @pytest.mark.parametrize("who", ["other user", "unknown id"])
 def test_history_refuses_other_users_and_unknown_ids(capsys, base: Path, listing, who: str) -> None:
     eid = entry_for(listing, "alice", "a2")["id"] if who == "other user" else "e-0000000000000000"
