@@ -194,6 +194,8 @@ def check_entry(entry: Any, dim: int | None = None) -> None:
     if not entry.id:
         raise InvalidInputError("id", "is empty")
     check_name(entry.user_id, "user_id")
+    if not entry.user_id:  # a user no call can name: its entries could never be read or removed
+        raise InvalidInputError("user_id", "is empty")
     for name in ("agent_id", "session_id", "location", "topic", "speaker"):
         check_name(getattr(entry, name), name, optional=True)
     _check_text(entry.text, "text")

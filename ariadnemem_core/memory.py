@@ -827,6 +827,9 @@ def read_export_lines(path: str | Path) -> Generator[tuple[int, dict[str, Any]],
                 yield lineno, row
         except UnicodeDecodeError as exc:
             raise InvalidInputError(str(path), f"not UTF-8 text ({exc.reason})") from None
+    if first:
+        # Every export holds its meta record: an empty file is a failed copy, never "0 entries".
+        raise InvalidInputError(str(path), "not an ariadnemem export (it is empty)")
 
 
 def _normalize_turns(turns: Any) -> list[Turn]:

@@ -408,6 +408,18 @@ def test_importing_a_missing_file_or_a_directory_is_an_input_error(mem, tmp_path
     _assert_unchanged(mem, before)
 
 
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_importing_an_empty_file_is_an_input_error(mem, tmp_path, content):
+    """An empty copy of an export is a failed copy, not an export of nothing (the API
+    returned 0 entries where the CLI refused the same file)."""
+    before = _snapshot(mem)
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    with pytest.raises(InvalidInputError, match="it is empty"):
+        mem.import_(path)
+    _assert_unchanged(mem, before)
+
+
 def test_a_closed_memory_refuses_reads_with_a_store_error(make_memory):
     from ariadnemem_core.errors import StoreError
 

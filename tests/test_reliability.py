@@ -150,7 +150,9 @@ def test_import_rejects_invalid_pending_turns(tmp_path: Path, turn_json: Any) ->
 
 @pytest.mark.parametrize("field, value", [("source_turn_ids", None), ("source_turn_ids", "t1"), ("text", None),
                                           ("text", "x" * (MAX_TEXT_CHARS + 1)), ("keywords", [1, {}]),
-                                          ("metadata", "m"), ("timestamp", "garbage")])
+                                          ("metadata", "m"), ("timestamp", "garbage"),
+                                          # a user no call can name: never read, never forgotten
+                                          ("user_id", "")])
 def test_import_rejects_invalid_entry_fields(tmp_path: Path, field: str, value: Any) -> None:
     rows = _export(tmp_path)
     next(r for r in rows if r.get("type") == "entry")[field] = value

@@ -422,8 +422,7 @@ def import_(
     check_input_file(file)
     # Read the first record before opening (and so creating) a store for a wrong file.
     with closing(read_export(file)) as records:
-        if next(records, None) is None:
-            raise fail(f"{file}: not an ariadnemem export (it is empty)")
+        next(records)  # the meta record, or an error naming the file (empty, not an export)
     with open_memory(store, chroma_host, chroma_port) as mem:
         n = mem.import_(file)
     emit_json({"file": str(file), "entries": n}) if as_json else say(out, Text(f"imported {n} entries from {file}"))
