@@ -194,6 +194,51 @@ def test_retrieval_cache_sees_writes_from_another_handle(make_memory, store_loca
     assert any("5 pm" in f.text for f in after.facts)
 
 
+@pytest.mark.both_backends
+def test_two_hosts_importing_one_export_at_once_import_it_once(make_memory, tmp_path, monkeypatch):
+    """Two handles of one store (two hosts) importing the same export at the same moment:
+    one import succeeds and the other is refused, as one after the other. On Postgres both
+    passed the "not held yet" check before either committed, and the export's pending
+    turns were stored twice."""
+    import threading
+    import time
+
+    from ariadnemem_core import StoreError
+    from ariadnemem_core.store import SQLiteStore, postgres
+
+    source = make_memory("import-src")
+    source.add([turn("Dave", "Dave's cat is called Tom.", 2, "d1"), turn("Dave", "Dave rows on Sundays.", 3, "d2")],
+               user_id="dave")  # pending only: no entry id to collide on
+    path = tmp_path / "dave.jsonl"
+    source.export(path, user_id="dave")
+    hosts = [make_memory("import-dst"), make_memory("import-dst")]
+    for cls in (SQLiteStore, postgres.PostgresStore):  # both checks pass before either writes
+        original = cls.write_imported
+
+        def slow(self, plan, original=original):
+            time.sleep(0.5)
+            return original(self, plan)
+
+        monkeypatch.setattr(cls, "write_imported", slow)
+    barrier, outcome = threading.Barrier(2), []
+
+    def run(mem) -> None:
+        barrier.wait()
+        try:
+            mem.import_(path)
+            outcome.append("ok")
+        except StoreError as exc:
+            outcome.append("held" if "pending turns" in str(exc) else str(exc))
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in hosts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcome) == ["held", "ok"]
+    assert len(hosts[0].storage.pending()) == 2 and hosts[1].stats("dave")["turns_seen"] == 2
+
+
 def test_import_refuses_edges_across_users_and_a_second_import_of_pending_turns(make_memory, tmp_path):
     """An edge must join two entries of its own user in the export (one between two users'
     entries marked one user's fact superseded by the other's); an export holding only

@@ -157,6 +157,10 @@ class Guarded:
         """Hold the cross-process writer lock across several store calls (reentrant)."""
         return self._write_guard()
 
+    def import_guard(self) -> AbstractContextManager[None]:
+        """An import's checks and writes as one step: the writer lock (see :meth:`write_guard`)."""
+        return self._write_guard()
+
     def _generation(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0

@@ -451,16 +451,30 @@ class PostgresStore:
         what is still pending; if this process dies, the server drops the lock with its
         connection.
         """
+        key = f"ariadnemem:{self.schema}:{json.dumps([scope.user_id, scope.agent_id, scope.session_id])}"
+        with self._session_lock(key, "claim a scope in", f"another worker extracting the turns of "
+                                f"{scope.user_id!r}; they stay pending"):
+            yield
+
+    def import_guard(self) -> AbstractContextManager[None]:
+        """One import at a time across hosts, from its checks to its commit: two hosts
+        importing one export at once both passed the check that this memory does not hold
+        it yet, and its pending turns were stored twice."""
+        return self._session_lock(f"ariadnemem-import:{self.schema}", "import into",
+                                  "another host's import; nothing was imported")
+
+    @contextmanager
+    def _session_lock(self, key: str, doing: str, waiting_for: str) -> Iterator[None]:
+        """An advisory lock held on a connection of its own (see :meth:`claim`), waited for
+        at most ``lock_timeout``."""
         if self._closed:
             raise StoreError("the store is closed")
-        key = f"ariadnemem:{self.schema}:{json.dumps([scope.user_id, scope.agent_id, scope.session_id])}"
-        with self._errors("claim a scope in"), psycopg.connect(self._conninfo, autocommit=True) as conn:
+        with self._errors(doing), psycopg.connect(self._conninfo, autocommit=True) as conn:
             conn.execute(f"SET lock_timeout = {self._lock_ms}")
             try:
                 conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (key,))
             except psycopg.errors.LockNotAvailable:
-                raise StoreError(f"timed out after {self._lock_timeout:g} s waiting for another worker extracting "
-                                 f"the turns of {scope.user_id!r}; they stay pending") from None
+                raise StoreError(f"timed out after {self._lock_timeout:g} s waiting for {waiting_for}") from None
             try:
                 yield
             finally:

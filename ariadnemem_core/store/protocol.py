@@ -72,6 +72,10 @@ class Store(Protocol):
         """Hold off other writers across several calls (an export reading a consistent
         store; nothing to hold where every write is one server transaction)."""
 
+    def import_guard(self) -> AbstractContextManager[None]:
+        """Hold off other imports (and, where writes are not one transaction, other writers)
+        from an import's checks to its commit, across processes and hosts."""
+
     def recent_turns(self, scope: Scope) -> list[Turn]:
         """The last turns extracted in the scope (context for the next window)."""
 

@@ -37,7 +37,7 @@ class Transferable(Protocol):
 
     def held_ids(self, ids: Sequence[str]) -> list[str]: ...
 
-    def write_guard(self) -> AbstractContextManager[None]: ...
+    def import_guard(self) -> AbstractContextManager[None]: ...
 
     def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]: ...
 
@@ -101,7 +101,9 @@ def import_rows(store: Transferable, rows: Iterable[dict[str, Any] | tuple[int, 
         StoreError: an export of another embedder or dimension, or entries this memory
             already holds (the same export imported twice).
     """
-    with store.write_guard():
+    # Held from the checks to the commit: an import racing another of the same export must
+    # see it held and be refused, not pass the same checks before either commits.
+    with store.import_guard():
         plan = _check_rows(store, rows)
         entries = store.write_imported(plan)
         if entries:
