@@ -181,6 +181,41 @@ async def test_memory_tools_async_parity(tmp_path: Path) -> None:
         assert "Northside pool" in search.invoke(q)
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
+def test_memory_tools_answer_a_bad_argument_to_the_model(tmp_path: Path, use_async: bool) -> None:
+    """The model chooses the tools' arguments: a blank text or query or an empty speaker is
+    the tool's reply, for the model to correct, in an agent's run (it raised out of the
+    tool and ended the run); a text over the limit is stored in parts, and the reply does
+    not repeat all of it."""
+    import asyncio
+
+    from langchain.agents import create_agent
+    from langchain_core.messages import ToolMessage
+
+    from ariadnemem_core import MAX_TEXT_CHARS
+
+    class Scripted(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
+            return self
+
+    log = "word " * (MAX_TEXT_CHARS // 5 + 1_000)
+    calls = [("add_to_memory", {"text": "   "}, "invalid text"),
+             ("add_to_memory", {"text": "Maya likes tea.", "speaker": ""}, "invalid speaker"),
+             ("search_memory", {"query": " "}, "invalid query"),
+             ("add_to_memory", {"text": log}, "Stored in memory")]
+    with AriadneMemory(tmp_path / "tools", embedder=HashEmbedder()) as mem:
+        for name, args, said in calls:
+            model = Scripted(messages=iter([AIMessage("", tool_calls=[{"name": name, "args": args, "id": "c1"}]),
+                                            AIMessage("done")]))
+            agent = create_agent(model, tools=create_memory_tools(mem, "maya"))
+            request = {"messages": [HumanMessage("remember this / look it up")]}
+            out = asyncio.run(agent.ainvoke(request)) if use_async else agent.invoke(request)
+            [reply] = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+            assert said in reply.content and len(reply.content) < 1_000, (name, args)
+            assert out["messages"][-1].content == "done"
+        assert mem.stats("maya")["turns_seen"] == 2  # only the log, in two parts
+
+
 # ---------------------------------------------------------------------- middleware
 class CapturingFakeChatModel(GenericFakeChatModel):
     """langchain-core's fake chat model, recording what it was sent; bind_tools -> self."""

@@ -2,18 +2,23 @@
 
 ``search_memory(query)`` returns the serialized evidence graph (``graph.to_text()``) from
 :class:`AriadneMemRetriever`; ``add_to_memory(text, speaker="user")`` stores the text as
-one Turn (stamped now) and flushes, so the next search sees it. Both have native async
-implementations (``memory.aretrieve`` / ``memory.aadd``).
+one Turn (stamped now; a text over the library's limit as consecutive parts) and flushes,
+so the next search sees it. Both have native async implementations (``memory.aretrieve``
+/ ``memory.aadd``). An invalid argument (a blank query, an empty speaker) is the tool's
+reply, for the model to correct, not an exception that ends the agent's run.
 """
 
 from __future__ import annotations
 
-from langchain_core.tools import BaseTool, StructuredTool
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from ariadnemem_core import AriadneMemory
+from ariadnemem_core import AriadneMemory, InvalidInputError
 
-from .._compat import astore_turns, make_turn, scope_kwargs, store_turns
+from .._compat import astore_turns, make_turns, scope_kwargs, store_turns
 from .retriever import AriadneMemRetriever
 
 #: What ``search_memory`` returns when no stored fact matches.
@@ -58,34 +63,60 @@ def create_memory_tools(
                                     session_id=session_id, mode="graph")
     scope = scope_kwargs(user_id, agent_id, session_id)
 
+    # The arguments are the model's: a blank query or an empty speaker goes back to it as
+    # the tool's answer (``ToolException`` with ``handle_tool_error``) for it to correct,
+    # rather than ending the whole agent run.
     def search(query: str) -> str:
-        docs = retriever.invoke(query)
+        with _to_the_model():
+            docs = retriever.invoke(query)
         return docs[0].page_content if docs else NO_MEMORY
 
     async def asearch(query: str) -> str:
-        docs = await retriever.ainvoke(query)
+        with _to_the_model():
+            docs = await retriever.ainvoke(query)
         return docs[0].page_content if docs else NO_MEMORY
 
     def add(text: str, speaker: str = "user") -> str:
-        store_turns(memory, [make_turn(speaker, text)], flush=flush, **scope)
+        with _to_the_model():
+            # A text over the library's limit is stored as consecutive parts, as the
+            # middleware stores a message.
+            store_turns(memory, make_turns(speaker, text), flush=flush, **scope)
         return _stored(text, speaker)
 
     async def aadd(text: str, speaker: str = "user") -> str:
-        await astore_turns(memory, [make_turn(speaker, text)], flush=flush, **scope)
+        with _to_the_model():
+            await astore_turns(memory, make_turns(speaker, text), flush=flush, **scope)
         return _stored(text, speaker)
 
     search_tool = StructuredTool.from_function(
         func=search, coroutine=asearch, name=search_name, description=SEARCH_DESCRIPTION,
-        args_schema=SearchMemoryInput,
+        args_schema=SearchMemoryInput, handle_tool_error=True,
     )
     add_tool = StructuredTool.from_function(
         func=add, coroutine=aadd, name=add_name, description=ADD_DESCRIPTION, args_schema=AddMemoryInput,
+        handle_tool_error=True,
     )
     return [search_tool, add_tool]
 
 
+@contextmanager
+def _to_the_model() -> Iterator[None]:
+    """An invalid argument as a :class:`ToolException` (its message is the tool's reply)."""
+    try:
+        yield
+    except InvalidInputError as exc:
+        raise ToolException(f"Error: {exc}") from None
+
+
+#: Characters of a stored text the add tool's reply repeats: the model wrote the text; a
+#: pasted log repeated whole would fill its context a second time.
+ECHO_CHARS = 300
+
+
 def _stored(text: str, speaker: str) -> str:
-    return f"Stored in memory ({speaker}): {text}"
+    if len(text) <= ECHO_CHARS:
+        return f"Stored in memory ({speaker}): {text}"
+    return f"Stored in memory ({speaker}, {len(text):,} characters): {text[:ECHO_CHARS]}..."
 
 
 __all__ = ["NO_MEMORY", "AddMemoryInput", "SearchMemoryInput", "create_memory_tools"]
