@@ -260,6 +260,12 @@ async def test_empty_ids_are_refused_with_a_reason(tmp_path: Path) -> None:
         with pytest.raises(ToolError, match="agent_id"):
             await server.call_tool("forget_user", {"confirm": "bob", "user_id": "bob", "agent_id": ""})
         assert mem.entries("bob") and mem.entries("alice")
+        # An empty time is a time the client could not fill, not "now" (only a missing one is).
+        seen = mem.stats("alice")["turns_seen"]
+        with pytest.raises(ToolError, match="timestamp"):
+            await server.call_tool("add_turns", {"turns": [{"speaker": "Alice", "text": "I moved to Lyon.",
+                                                            "timestamp": ""}]})
+        assert mem.stats("alice")["turns_seen"] == seen
 
 
 async def test_agent_scope_hides_other_agents_entries(tmp_path: Path) -> None:

@@ -101,8 +101,9 @@ class MemoryTools:
             raise ToolError("turns: give at least one turn")
         stamp = datetime.now(UTC).isoformat()
         try:
-            batch = [Turn.from_dict({k: v for k, v in (t.model_dump() | {"timestamp": t.timestamp or stamp}).items()
-                                     if v is not None}) for t in turns]
+            # Only a missing time is "now": "" is a time the client sent and could not fill.
+            batch = [Turn.from_dict({k: v for k, v in (t.model_dump() | {
+                "timestamp": stamp if t.timestamp is None else t.timestamp}).items() if v is not None}) for t in turns]
             added = self.memory.add(batch, **self._kw(scope))
         except InvalidInputError as exc:
             raise ToolError(str(exc)) from None
