@@ -872,13 +872,15 @@ def test_demo_writes_store_and_picture(capsys, tmp_path: Path, minilm) -> None:
     assert code == 2 and "--picture" in err
 
 
-def test_a_store_built_without_a_model_is_read_with_its_own_embedder(capsys, tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_a_store_built_without_a_model_is_read_with_its_own_embedder(capsys, tmp_path: Path, store_location) -> None:
     """A store written with the hashing embedder (``ariadnemem mcp --embedder hash``) is
     read, exported and checked by the other commands with that embedder (they refused it
-    for the embedded model's and left no way to inspect or repair it)."""
+    for the embedded model's and left no way to inspect or repair it; a Postgres one still
+    after the directory was mended)."""
     from ariadnemem_core import AriadneMemory, HashEmbedder
 
-    store = tmp_path / "hashed"
+    store = store_location("hashed")
     with AriadneMemory(store, embedder=HashEmbedder()) as mem:
         mem.add({"speaker": "Maya", "text": "I parked at level 3 of the garage."}, user_id="maya")
     code, out, err = run(capsys, "entries", "--store", store, "--user", "maya")

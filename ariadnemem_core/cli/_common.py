@@ -99,6 +99,10 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
         check_location(str(store))  # before Path() folds "postgresql+psycopg://" into a directory name
     if is_store_url(store):
         location = str(store)  # a server: it exists (or is created) on open
+        if "embedder" not in kwargs and (dim := _hashed_dim_at(location)):
+            from ..embedding import HashEmbedder
+
+            kwargs["embedder"] = HashEmbedder(dim)  # as for a directory, below
     else:
         location = path = Path(store).expanduser() if store else default_store()
         check_store_dir(path)
@@ -116,6 +120,17 @@ def open_memory(store: str | Path | None, chroma_host: str | None, chroma_port: 
         yield mem
     finally:
         mem.close(flush=flush)
+
+
+def _hashed_dim_at(url: str) -> int | None:
+    """:func:`_hashed_dim` of a server's memory (None without the Postgres extra: opening
+    the URL then names the extra to install)."""
+    try:
+        from ..store.postgres import built_with
+    except ImportError:
+        return None
+    built = built_with(url)
+    return built[1] if built and built[0] == f"hash-bow-{built[1]}" else None
 
 
 def _hashed_dim(path: Path) -> int | None:

@@ -104,6 +104,27 @@ LIMIT %(k)s
 """
 
 
+def built_with(url: str) -> tuple[str, int] | None:
+    """The embedder name and dimension the memory at ``url`` was built with; None when
+    there is none yet or it cannot be read (opening it then says why).
+
+    Why: a tool opening an existing memory (the CLI) must pick the embedder it was built
+    with, the hashing one included, as it does for a directory.
+    """
+    try:
+        conninfo, schema, _pool = split_url(url)
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()
+            if not found or found[0] is None:
+                return None
+            rows: dict[str, str] = dict(conn.execute(f"SELECT key, value FROM {schema}.meta WHERE key IN ('embedder', 'dim')")
+                        .fetchall())  # ``schema`` is a checked name (split_url)
+    except (psycopg.Error, StoreError):
+        return None
+    name, dim = str(rows.get("embedder", "")), str(rows.get("dim", ""))
+    return (name, int(dim)) if name and dim.isdigit() else None
+
+
 def split_url(url: str) -> tuple[str, str, int]:
     """Split a store URL into what libpq and this backend each need.
 
