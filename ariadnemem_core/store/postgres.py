@@ -117,8 +117,9 @@ def built_with(url: str) -> tuple[str, int] | None:
             found = conn.execute("SELECT to_regclass(%s)", (f"{schema}.meta",)).fetchone()
             if not found or found[0] is None:
                 return None
-            rows: dict[str, str] = dict(conn.execute(f"SELECT key, value FROM {schema}.meta WHERE key IN ('embedder', 'dim')")
-                        .fetchall())  # ``schema`` is a checked name (split_url)
+            # ``schema`` is a checked name (split_url)
+            sql = f"SELECT key, value FROM {schema}.meta WHERE key IN ('embedder', 'dim')"
+            rows: dict[str, str] = dict(conn.execute(sql).fetchall())
     except (psycopg.Error, StoreError):
         return None
     name, dim = str(rows.get("embedder", "")), str(rows.get("dim", ""))
