@@ -71,6 +71,18 @@ class StorageView:
         scope = None if user_id is None else Scope(user_id, agent_id, session_id)
         return self._store.pending(scope)
 
+    def recent_turns(self, user_id: str, *, agent_id: str | None = None,
+                     session_id: str | None = None) -> list[Turn]:
+        """The scope's last extracted turns, oldest first: the context (who "she" is, what
+        "it" was) the next window of the scope is extracted with.
+
+        Args:
+            user_id: the scope's user.
+            agent_id: the scope's agent.
+            session_id: the scope's session.
+        """
+        return self._store.recent_turns(Scope(user_id, agent_id, session_id))
+
     def dense_search(self, vector: np.ndarray, k: int, *, user_id: str = "default", agent_id: str | None = None,
                      session_id: str | None = None) -> list[tuple[str, float]]:
         """The dense index alone: the ``k`` entries nearest to ``vector``, best first.

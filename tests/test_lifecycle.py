@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ariadnemem_core import NotFoundError
@@ -192,6 +194,35 @@ def test_retrieval_cache_sees_writes_from_another_handle(make_memory, store_loca
     after = reader.retrieve(question)
     assert gone not in {f.id for f in after.facts}
     assert any("5 pm" in f.text for f in after.facts)
+
+
+@pytest.mark.both_backends
+def test_export_import_keeps_each_scopes_recent_turns(make_memory, tmp_path):
+    """The last extracted turns of a scope are the pronoun context of its next window: an
+    export carries them, so the moved memory extracts its next turn as the original would
+    (they were left out). A scope the importing memory already has keeps its own."""
+    source = make_memory("recent-src")
+    source.add([turn("Ana", "Did you see the new exhibit at the Tate?", 0, "r1"),
+                turn("Ben", "Yes, I took my niece Lila on Sunday.", 1, "r2")], user_id="ana")
+    source.add([turn("Ana", "Our offsite is in Lisbon.", 2, "s1")], user_id="ana", session_id="s")
+    source.flush()
+    path = tmp_path / "ana.jsonl"
+    source.export(path, user_id="ana")
+    assert sum(json.loads(line)["type"] == "recent" for line in path.read_text().splitlines()) == 3
+    copy = make_memory("recent-dst")
+    copy.add([turn("Ana", "The standup moved to 9:30.", 3, "c1")], user_id="ana", session_id="s")
+    copy.flush()
+    own = [t.text for t in copy.storage.recent_turns("ana", session_id="s")]
+    copy.import_(path)
+    assert [t.to_dict() for t in copy.storage.recent_turns("ana")] == \
+        [t.to_dict() for t in source.storage.recent_turns("ana")]
+    assert [t.text for t in copy.storage.recent_turns("ana", session_id="s")] == own == ["The standup moved to 9:30."]
+    # The next turn is extracted alike in both: "she" is Lila, from the moved context.
+    for mem in (source, copy):
+        mem.add([turn("Ana", "She loved it.", 5, "r3")], user_id="ana")
+        mem.flush()
+    said = [next(e.text for e in m.entries("ana") if e.source_turn_ids == ["r3"]) for m in (source, copy)]
+    assert said[0] == said[1]
 
 
 @pytest.mark.both_backends

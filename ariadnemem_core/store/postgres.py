@@ -51,6 +51,7 @@ from .records import (
     PendingConflict,
     WindowCommit,
     admitted_links,
+    imported_recent,
     link_refused,
     message_rows,
     pending_of,
@@ -79,6 +80,7 @@ _IMPORT_SQL = {
     "attribute": "INSERT INTO attributes (user_id, subject, attribute, value, entry_id, ts) "
                  "VALUES (%s, %s, %s, %s, %s, %s)",
     "pending": "INSERT INTO pending_turns (user_id, agent_id, session_id, turn) VALUES (%s, %s, %s, %s)",
+    "recent": "INSERT INTO recent_turns (user_id, agent_id, session_id, seq, turn) VALUES (%s, %s, %s, %s, %s)",
 }
 _BUMP = ("INSERT INTO stats (user_id, key, value) VALUES (%s, %s, %s) "
          "ON CONFLICT (user_id, key) DO UPDATE SET value = stats.value + excluded.value")
@@ -1167,7 +1169,16 @@ class PostgresStore:
     def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]:
         entries: list[Entry] = []
         with self._tx() as cur:
+            def held(user: str, agent: str | None, session: str | None) -> bool:
+                cur.execute("SELECT 1 FROM recent_turns WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s "
+                            "AND session_id IS NOT DISTINCT FROM %s LIMIT 1", (user, agent, session))
+                return cur.fetchone() is not None
+
+            cur.executemany(_IMPORT_SQL["recent"], imported_recent(
+                [item for kind, item in plan if kind == "recent"], held))
             for kind, item in plan:
+                if kind == "recent":
+                    continue
                 if kind == "entry":
                     self._insert_entry(cur, item)
                     entries.append(item)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +167,8 @@ EXPORT_TABLES: dict[str, tuple[str, str, str | None]] = {
     "mention": ("mentions", "user_id, person, term, entry_id", None),
     "attribute": ("attributes", "user_id, subject, attribute, value, entry_id, ts", None),
     "stat": ("stats", "user_id, key, value", "user_id, key"),
+    # The last extracted turns of each scope: the pronoun context of its next window.
+    "recent": ("recent_turns", "user_id, agent_id, session_id, turn", "user_id, agent_id, session_id, seq"),
 }
 _IMPORT_SQL = {
     "edge": "INSERT OR IGNORE INTO edges(src, dst, kind, user_id, similarity, overlap, created_at) "
@@ -174,6 +176,7 @@ _IMPORT_SQL = {
     "mention": "INSERT OR IGNORE INTO mentions(user_id, person, term, entry_id) VALUES (?, ?, ?, ?)",
     "attribute": "INSERT INTO attributes(user_id, subject, attribute, value, entry_id, ts) VALUES (?, ?, ?, ?, ?, ?)",
     "pending": "INSERT INTO pending_turns(user_id, agent_id, session_id, turn) VALUES (?, ?, ?, ?)",
+    "recent": "INSERT INTO recent_turns(user_id, agent_id, session_id, seq, turn) VALUES (?, ?, ?, ?, ?)",
 }
 
 
@@ -896,7 +899,13 @@ class Records(Guarded):
         (seq set), which the caller indexes."""
         entries: list[Entry] = []
         with self._tx() as db:
+            db.executemany(_IMPORT_SQL["recent"], imported_recent(
+                [item for kind, item in plan if kind == "recent"],
+                lambda u, a, s: db.execute("SELECT 1 FROM recent_turns WHERE user_id = ? AND agent_id IS ? "
+                                           "AND session_id IS ? LIMIT 1", (u, a, s)).fetchone() is not None))
             for kind, item in plan:
+                if kind == "recent":
+                    continue
                 if kind == "entry":
                     self._insert_entry(db, item)
                     entries.append(item)
@@ -1001,6 +1010,28 @@ def link_refused(stamps: dict[str, float | None], edges: Sequence[tuple[str, str
                 seen.add(nxt)
                 todo.append(nxt)
     return None
+
+
+def imported_recent(items: Sequence[tuple[Any, ...]], held: Callable[[str, str | None, str | None], bool],
+                    ) -> list[tuple[Any, ...]]:
+    """The rows of an import's recent turns ``(user, agent, session, turn JSON)``, numbered
+    per scope in file order, for the scopes that hold none yet (``held``): a scope of this
+    memory keeps its own context, which follows what it extracted last."""
+    rows: list[tuple[Any, ...]] = []
+    seq: dict[tuple[str, str | None, str | None], int] = {}
+    skipped: set[tuple[str, str | None, str | None]] = set()
+    for user, agent, session, turn in items:
+        scope = (user, agent, session)
+        if scope in skipped:
+            continue
+        if scope not in seq:
+            if held(*scope):
+                skipped.add(scope)
+                continue
+            seq[scope] = 0
+        rows.append((user, agent, session, seq[scope], turn))
+        seq[scope] += 1
+    return rows
 
 
 def admitted_links(stamps: dict[str, float | None], edges: Sequence[tuple[str, str]],

@@ -19,6 +19,7 @@ from ..errors import InvalidInputError, StoreError
 from ..limits import MAX_TEXT_CHARS, SURROGATE, check_entry, check_int, check_name
 from ..models import Entry, Scope, Turn, to_utc
 from .records import SCHEMA_VERSION
+from .rows import turn_from_json
 
 
 class Transferable(Protocol):
@@ -46,13 +47,14 @@ class Transferable(Protocol):
 
 #: Version of the export's record layout. 2: the file ends with an ``end`` record counting
 #: the records (a truncated copy is refused); files without ``format`` (1) are read as
-#: before.
-EXPORT_FORMAT = 2
+#: before. 3: ``recent`` records, each scope's last extracted turns (the pronoun context of
+#: its next window; a memory moved without them extracted its next turn differently).
+EXPORT_FORMAT = 3
 
 
 def export_rows(store: Transferable, user_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every record as JSON-able dicts (entries with embeddings, edges, counters,
-    attributes, statistics, pending turns), in a stable order; ``user_id``: only that
+    attributes, statistics, pending turns, recent turns), in a stable order; ``user_id``: only that
     user's records (a per-user data export)."""
     yield {"type": "meta", "schema": SCHEMA_VERSION, "format": EXPORT_FORMAT, "dim": store.dim,
            "embedder": store.embedder_name}
@@ -84,6 +86,12 @@ def _records(store: Transferable, user_id: str | None) -> Iterator[dict[str, Any
             continue
         yield {"type": "pending", "user_id": scope.user_id, "agent_id": scope.agent_id,
                "session_id": scope.session_id, "turn": turn.to_dict()}
+    for uid, agent, session, raw in store.export_table("recent", user_id):
+        try:
+            recent = turn_from_json(raw)
+        except InvalidInputError:
+            continue  # an unreadable context turn is skipped when read too (recent_turns)
+        yield {"type": "recent", "user_id": uid, "agent_id": agent, "session_id": session, "turn": recent.to_dict()}
 
 def import_rows(store: Transferable, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
     """Load rows from :meth:`export_rows`; returns entries added.
@@ -195,7 +203,8 @@ def _check_stat(row: dict[str, Any], where: str) -> tuple[Any, ...]:
     return (_name(row, "user_id", where), _name(row, "key", where), value)
 
 
-def _check_pending(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+def _check_scoped_turn(row: dict[str, Any], where: str) -> tuple[Any, ...]:
+    """A pending or a recent turn: its scope and the turn, checked as live input."""
     try:
         scope = Scope(_field(row, "user_id", where), row.get("agent_id"), row.get("session_id"))
     except InvalidInputError as exc:
@@ -215,7 +224,7 @@ def _check_pending(row: dict[str, Any], where: str) -> tuple[Any, ...]:
 #: The checker of each record type but meta and entry (which need the store).
 _CHECKS: dict[str, Callable[[dict[str, Any], str], tuple[Any, ...]]] = {
     "edge": _check_edge, "mention": _check_mention, "attribute": _check_attribute, "stat": _check_stat,
-    "pending": _check_pending,
+    "pending": _check_scoped_turn, "recent": _check_scoped_turn,
 }
 
 
