@@ -497,6 +497,13 @@ def test_history_hint_never_prints_a_store_password(capsys, pg_url: str, monkeyp
     code, out2, err2 = run(capsys, "history", newest, "-u", "team")
     assert code == 0 and "unlink OLD_ID NEW_ID" in out2
     assert "TopSecretPw42" not in out + err + out2 + err2
+    monkeypatch.delenv("ARIADNEMEM_STORE")
+    # A directory is named as given: "#" or "?" in its name is no URL syntax to redact.
+    odd = tmp_path / "memory#2?a&x"
+    assert run(capsys, "add", turns, "--store", odd, "-u", "team", "-q")[0] == 0
+    newest = next(e["id"] for e in run_json(capsys, "entries", "--store", odd, "-u", "team") if "moved" in e["text"])
+    code, out, _ = run(capsys, "history", newest, "--store", odd, "-u", "team")
+    assert code == 0 and f"--store {odd} --user team" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("who", ["other user", "unknown id"])

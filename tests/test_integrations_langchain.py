@@ -199,7 +199,7 @@ def test_memory_tools_answer_a_bad_argument_to_the_model(tmp_path: Path, use_asy
             return self
 
     log = "word " * (MAX_TEXT_CHARS // 5 + 1_000)
-    calls = [("add_to_memory", {"text": "   "}, "invalid text"),
+    calls = [("add_to_memory", {"text": "   "}, "invalid text"), ("add_to_memory", {"text": ""}, "invalid text"),
              ("add_to_memory", {"text": "Maya likes tea.", "speaker": ""}, "invalid speaker"),
              ("search_memory", {"query": " "}, "invalid query"),
              ("add_to_memory", {"text": log}, "Stored in memory")]

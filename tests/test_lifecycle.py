@@ -226,6 +226,44 @@ def test_export_import_keeps_each_scopes_recent_turns(make_memory, tmp_path):
 
 
 @pytest.mark.both_backends
+def test_an_imported_context_and_another_hosts_window_never_interleave(make_memory, tmp_path, monkeypatch):
+    """A window another host commits for a scope while an import writes that scope's recent
+    turns waits for it (Postgres: the user's lock; the directory store: its writer lock),
+    so the scope ends with one context, not two side by side."""
+    import threading
+    import time
+
+    from ariadnemem_core.store import postgres, records
+
+    source = make_memory("ctx-src", hashing=True)
+    source.add([turn("Ana", f"Ana visited museum number {i}.", i, f"s{i}") for i in range(4)], user_id="ana")
+    source.flush()
+    path = tmp_path / "ana.jsonl"
+    source.export(path, user_id="ana")
+    importer, other = make_memory("ctx-dst", hashing=True), make_memory("ctx-dst", hashing=True)
+    other.add([turn("Ana", f"Ana booked hotel number {i}.", 10 + i, f"h{i}") for i in range(4)], user_id="ana")
+    flushing: list[threading.Thread] = []
+
+    def meanwhile(original):
+        def racing(items, held):
+            rows = original(items, held)  # the import found the scope without context
+            if not flushing:  # the other host commits the scope's window now
+                flushing.append(threading.Thread(target=other.flush, kwargs={"user_id": "ana"}))
+                flushing[0].start()
+                time.sleep(0.5)
+            return rows
+        return racing
+
+    for module in (records, postgres):
+        monkeypatch.setattr(module, "imported_recent", meanwhile(module.imported_recent))
+    importer.import_(path)
+    flushing[0].join(60)
+    texts = [t.text for t in importer.storage.recent_turns("ana")]
+    assert texts in ([f"Ana visited museum number {i}." for i in range(4)],
+                     [f"Ana booked hotel number {i}." for i in range(4)]), texts
+
+
+@pytest.mark.both_backends
 def test_two_hosts_importing_one_export_at_once_import_it_once(make_memory, tmp_path, monkeypatch):
     """Two handles of one store (two hosts) importing the same export at the same moment:
     one import succeeds and the other is refused, as one after the other. On Postgres both

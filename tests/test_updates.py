@@ -1144,6 +1144,33 @@ def test_a_window_racing_a_link_keeps_one_truth(make_memory, monkeypatch) -> Non
     assert first.stats("u")["links_refused"] == 1
 
 
+@pytest.mark.both_backends
+def test_a_window_keeps_its_own_link_when_it_also_merges_the_old_fact(make_memory) -> None:
+    """In one window, a change links the stored fact and a later turn restates that fact
+    (a MERGE, which refreshes its time past the change): the commit keeps the window's own
+    link, as when the turns arrive in two windows. The check at commit time voids only
+    what another writer did."""
+    from datetime import timedelta
+
+    from ariadnemem_core import Turn
+
+    start = datetime(2024, 5, 6, 10)
+    outcomes = []
+    for windows in (1, 2):
+        mem = make_memory(f"own-link-{windows}")
+        mem.add([Turn("user", "The team meeting is at 2 pm on Friday.", start, "a")], user_id="u")
+        mem.flush()
+        later = [Turn("user", "The team meeting moved to 3 pm on Friday.", start + timedelta(hours=1), "b"),
+                 Turn("user", "The team meeting is at 2 pm on Friday.", start + timedelta(hours=2), "c")]
+        for batch in ([later] if windows == 1 else [later[:1], later[1:]]):
+            mem.add(batch, user_id="u")
+            mem.flush()
+        by_turn = {t: e.id for e in mem.entries("u") for t in e.source_turn_ids}
+        links = [(e.src, e.dst) for e in mem.edges("u") if e.kind == "update"]
+        outcomes.append((links == [(by_turn["a"], by_turn["b"])], mem.stats("u")["links_refused"]))
+    assert outcomes == [(True, 0), (True, 0)]
+
+
 def test_a_name_given_as_an_example_is_no_value() -> None:
     """After "like", "such as", "including" or "e.g." (with or without "the"), a name is an
     example, not the slot's value; the same name stated plainly is one."""

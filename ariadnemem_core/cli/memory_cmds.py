@@ -301,10 +301,13 @@ def history(
     print_entries(out, chain, f"history of {entry_id} ({note})")
     if len(chain) > 1:
         # The detector reads wording: say how to undo a link it got wrong.
+        from ..store import is_store_url
         from ..store.opening import redact_url
 
-        # The password of a URL never reaches the screen (a pasted hint asks for it again).
-        where = f" --store {redact_url(str(store))}" if store else ""
+        # The password of a URL never reaches the screen (a pasted hint asks for it again);
+        # a directory is named as given ("#" or "?" in it is no URL syntax).
+        shown = redact_url(str(store)) if is_store_url(store) else str(store)
+        where = f" --store {shown}" if store else ""
         say(out, Text(f"Not a change of one thing? `ariadnemem unlink OLD_ID NEW_ID{where} --user {user}` "
                       "removes a link and keeps both entries.", style="dim"))
 

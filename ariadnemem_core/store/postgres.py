@@ -1167,15 +1167,13 @@ class PostgresStore:
         return [r[0] for r in self._read("SELECT id FROM entries WHERE id = ANY(%s)", (list(ids),))]
 
     def write_imported(self, plan: Sequence[tuple[str, Any]]) -> list[Entry]:
+        """The records in one transaction; then each user's recent turns (the context of
+        their scopes' next windows) in a transaction of its own under the user's lock, so a
+        window another host commits for the scope meanwhile and the import never write two
+        contexts side by side. One lock at a time: an import of many users holds no more.
+        A crash between the two leaves the memory as an import without context would."""
         entries: list[Entry] = []
         with self._tx() as cur:
-            def held(user: str, agent: str | None, session: str | None) -> bool:
-                cur.execute("SELECT 1 FROM recent_turns WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s "
-                            "AND session_id IS NOT DISTINCT FROM %s LIMIT 1", (user, agent, session))
-                return cur.fetchone() is not None
-
-            cur.executemany(_IMPORT_SQL["recent"], imported_recent(
-                [item for kind, item in plan if kind == "recent"], held))
             for kind, item in plan:
                 if kind == "recent":
                     continue
@@ -1191,8 +1189,23 @@ class PostgresStore:
                     self._bump(cur, user_id, {key: value})
                 else:
                     cur.execute(_IMPORT_SQL[kind], item)
-            self._touch(cur, {e.user_id for e in entries} | {item[3] if kind == "edge" else item[0]
-                                                              for kind, item in plan if kind != "entry"})
+            self._touch(cur, {e.user_id for e in entries} | {
+                item[3] if kind == "edge" else item[0] for kind, item in plan if kind not in ("entry", "recent")})
+        recent: dict[str, list[tuple[Any, ...]]] = {}
+        for kind, item in plan:
+            if kind == "recent":
+                recent.setdefault(item[0], []).append(item)
+        for user_id, items in recent.items():
+            with self._tx() as cur:
+                self._hold_user(cur, user_id)
+
+                def held(user: str, agent: str | None, session: str | None,
+                         cur: psycopg.Cursor[Any] = cur) -> bool:
+                    cur.execute("SELECT 1 FROM recent_turns WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s "
+                                "AND session_id IS NOT DISTINCT FROM %s LIMIT 1", (user, agent, session))
+                    return cur.fetchone() is not None
+
+                cur.executemany(_IMPORT_SQL["recent"], imported_recent(items, held))
         return entries
 
     def index_imported(self, entries: Sequence[Entry]) -> None:

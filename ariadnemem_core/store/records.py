@@ -1051,7 +1051,10 @@ def admitted_links(stamps: dict[str, float | None], edges: Sequence[tuple[str, s
     known = list(edges)
     kept: list[UpdateEdge] = []
     for edge in proposed:
-        if link_refused(stamps, known, edge.src, edge.dst) is None:
+        # Not the order rule: the detector read the order before this window's MERGEs,
+        # which refresh a restated fact's time ("at 2 pm" -> "moved to 3 pm" -> "at 2 pm,
+        # right?" in one window); only what another writer did can void a decision here.
+        if link_refused(stamps, known, edge.src, edge.dst) in (None, "order"):
             kept.append(edge)
             known.append((edge.src, edge.dst))
     return kept, len(proposed) - len(kept)

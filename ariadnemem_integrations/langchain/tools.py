@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from ariadnemem_core import AriadneMemory, InvalidInputError
+from ariadnemem_core import AriadneMemory, InvalidInputError, Turn
 
-from .._compat import astore_turns, make_turns, scope_kwargs, store_turns
+from .._compat import astore_turns, make_turn, make_turns, scope_kwargs, store_turns
 from .retriever import AriadneMemRetriever
 
 #: What ``search_memory`` returns when no stored fact matches.
@@ -80,12 +80,12 @@ def create_memory_tools(
         with _to_the_model():
             # A text over the library's limit is stored as consecutive parts, as the
             # middleware stores a message.
-            store_turns(memory, make_turns(speaker, text), flush=flush, **scope)
+            store_turns(memory, _turns(speaker, text), flush=flush, **scope)
         return _stored(text, speaker)
 
     async def aadd(text: str, speaker: str = "user") -> str:
         with _to_the_model():
-            await astore_turns(memory, make_turns(speaker, text), flush=flush, **scope)
+            await astore_turns(memory, _turns(speaker, text), flush=flush, **scope)
         return _stored(text, speaker)
 
     search_tool = StructuredTool.from_function(
@@ -97,6 +97,12 @@ def create_memory_tools(
         handle_tool_error=True,
     )
     return [search_tool, add_tool]
+
+
+def _turns(speaker: str, text: str) -> list[Turn]:
+    """The text as turns; an empty one is built anyway, so its validation says why (split
+    into parts it would be none, and "stored" with nothing stored)."""
+    return make_turns(speaker, text) or [make_turn(speaker, text)]
 
 
 @contextmanager
