@@ -1569,8 +1569,12 @@ def merge_into(old: Entry, new: Entry) -> Entry:
         old.timestamp = new.timestamp
     if old.first_timestamp is None:
         old.first_timestamp = new.first_timestamp or new.timestamp
-    merged_from = old.metadata.setdefault("merged_from", [])
+    merged_from = old.metadata.get("merged_from")
+    if not isinstance(merged_from, list):
+        # Not this library's list (a caller's value under the same name, from a store
+        # written before such values were renamed): a crash here wedged the user's ingest.
+        merged_from = []
     merged_from.append(new.id)
-    if len(merged_from) > MAX_MERGED_FROM:
-        old.metadata["merged_from"] = bounded_list(merged_from, MAX_MERGED_FROM)
+    old.metadata["merged_from"] = bounded_list(merged_from, MAX_MERGED_FROM) \
+        if len(merged_from) > MAX_MERGED_FROM else merged_from
     return old

@@ -7,13 +7,19 @@ default comes from; departures from the paper are marked ``DEPARTURE`` and justi
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from .errors import ConfigError
 
 #: The orders :attr:`Config.fact_order` accepts.
 FACT_ORDERS = ("time", "relevance")
+
+
+#: What each kind of field must hold (see :meth:`Config._check_types`).
+_KIND_NAMES = {"int": "a whole number", "int | None": "a whole number or None", "float": "a finite number",
+               "bool": "True or False", "str": "a string", "tuple[str, ...]": "a list of strings"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,13 +318,41 @@ class Config:
         return any(low == a.lower() for a in self.assistant_speakers)
 
     def __post_init__(self) -> None:
+        self._check_types()
         # A config read back from JSON holds a list: keep the field hashable and immutable.
-        object.__setattr__(self, "assistant_speakers", tuple(str(s) for s in self.assistant_speakers))
+        object.__setattr__(self, "assistant_speakers", tuple(self.assistant_speakers))
         self._check_bounds()
         self._check_consistency()
 
+    def _check_types(self) -> None:
+        """Each field of its declared kind: a count a whole number (2.5 or NaN candidates
+        crashed retrieval and left every turn pending), a weight a finite number, a switch
+        a bool ("no" is truthy), the speakers a list of names (a bare string became its
+        letters)."""
+        for f in fields(self):
+            value, kind = getattr(self, f.name), _FIELD_KINDS[f.name]
+            if kind == "int | None" and value is None:
+                continue
+            if kind in ("int", "int | None"):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif kind == "float":
+                ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            elif kind == "bool":
+                ok = isinstance(value, bool)
+            elif kind == "str":
+                ok = isinstance(value, str)
+            else:  # tuple[str, ...]
+                ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+            if not ok:
+                raise ConfigError(f"{f.name} must be {_KIND_NAMES[kind]}, got {value!r:.60}")
+
     def _check_bounds(self) -> None:
-        """Each numeric field within its own range (shares in [0, 1], counts >= 1)."""
+        """Each numeric field within its own range (none negative, shares in [0, 1],
+        counts >= 1)."""
+        for name, kind in _FIELD_KINDS.items():
+            value = getattr(self, name)
+            if kind in ("int", "float", "int | None") and value is not None and value < 0:
+                raise ConfigError(f"{name} must not be negative, got {value!r}")
         for name in ("message_floor", "lambda_red", "lambda_coal", "lambda_ovlp", "relevance_floor", "assistant_weight",
                      "low_info_similarity", "lambda_link", "lambda_link_plain", "lambda_link_untyped",
                      "nameless_query_weight"):
@@ -430,3 +464,8 @@ class Config:
                 raise ConfigError(f"unknown ablation {name!r}; choose from {self.ABLATIONS}")
             changes[f"enable_{name}"] = False
         return self.replace(**changes)
+
+
+#: Each field's declared kind, by name (resolved once: the annotations are strings here).
+_FIELD_KINDS: dict[str, str] = {name: str(kind).removeprefix("<class '").removesuffix("'>")
+                                for name, kind in get_type_hints(Config).items()}

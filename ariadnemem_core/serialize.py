@@ -30,7 +30,7 @@ cannot pose as a new instruction or a new fact.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Protocol
@@ -87,7 +87,10 @@ def quote(text: str) -> str:
     ``</`` is written ``<\\/`` (the same string in JSON): prompts wrap the memory in tags
     such as ``<memory>...</memory>``, and a stored ``</memory>`` must not close them.
     """
-    return json.dumps(text, ensure_ascii=False).replace("</", "<\\/")
+    # U+2028 / U+2029 are line breaks to most readers (and str.splitlines): escaped like
+    # "\n", a stored one cannot start a forged "[F9] (latest)" line.
+    return (json.dumps(text, ensure_ascii=False).replace("</", "<\\/")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 def _mark(superseded_label: str | None, latest: bool) -> str:
@@ -155,19 +158,35 @@ def turn_groups(facts: Sequence[SerializableFact]) -> list[list[SerializableFact
     """Runs of consecutive facts (time order) that come from one message.
 
     Facts of one turn share its timestamp, so they are adjacent in time order; a merged
-    fact standing for several turns joins a run when it shares any of them.
+    fact standing for several turns joins a run when it shares any of them. A turn id is
+    the caller's (message ids may repeat: numbered per session, say), so a run also keeps
+    to one speaker and one day: one person's words are never quoted as another's.
     """
     groups: list[list[SerializableFact]] = []
     seen: set[str] = set()
     for f in facts:
         turns = set(f.source_turn_ids)
-        if groups and turns and turns & seen:
+        last = groups[-1][-1] if groups else None
+        if last is not None and turns and turns & seen and f.speaker == last.speaker \
+                and date_line(f) == date_line(last):
             groups[-1].append(f)
             seen |= turns
         else:
             groups.append([f])
             seen = turns
     return groups
+
+
+def _runs(group: list[SerializableFact], mark: Callable[[SerializableFact], tuple[str | None, bool]],
+          ) -> list[list[SerializableFact]]:
+    """Consecutive facts of a message with the same marker."""
+    runs: list[list[SerializableFact]] = []
+    for f in group:
+        if runs and mark(runs[-1][-1]) == mark(f):
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    return runs
 
 
 def group_line(group: list[SerializableFact], superseded_label: str | None = None, latest: bool = False) -> str:
@@ -207,14 +226,23 @@ def serialize(graph: SerializableGraph) -> str:
     groups = turn_groups(graph.facts) if graph.group_by_turn else [[f] for f in graph.facts]
     if by_relevance:  # stable: equal scores stay oldest first
         groups.sort(key=lambda g: -max(f.score for f in g))
+
+    def mark(f: SerializableFact) -> tuple[str | None, bool]:
+        """(the label of its newer state in the graph, whether it is a latest state)."""
+        newer_label = labels.get(f.superseded_by) if f.superseded_by else None
+        return newer_label, (f.id in newer and f.id not in updated)
+
     for group in groups:
         day = date_line(group[0])
         if day != current:
             lines.append(day)
             current = day
-        sup = next((labels[f.superseded_by] for f in group if f.superseded_by in labels), None)
-        is_latest = any(f.id in newer and f.id not in updated for f in group)
-        lines.append(group_line(group, sup, latest=is_latest))
+        # One marker per line: a message whose facts are in different states (the meeting
+        # moved, the lunch not yet) is split where the state changes, so no fact is shown
+        # superseded, or latest, for another fact's sake.
+        for run in _runs(group, mark):
+            sup, is_latest = mark(run[0])
+            lines.append(group_line(run, sup, latest=is_latest))
     if graph.paths and graph.path_lines:
         lines.append("PATHS:")
         lines.extend(" -> ".join(labels[i] for i in p) for p in graph.paths if all(i in labels for i in p))

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import time
+from calendar import monthrange
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, MINYEAR, UTC, datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from .coarsening import may_replace, says_change
@@ -78,7 +79,6 @@ NOT_FOUND = "not mentioned"
 ANSWER_MAX_TOKENS = 200
 
 #: A line's labels: "[F3]", or "[F4,F5]" for the facts of one message (``Config.group_by_turn``).
-_LABELS = re.compile(r"\[(F\d+(?:,F\d+)*)\]")
 #: A reply whose answer is only fact labels ("F14,F15,F16"): a small reader sometimes
 #: names the facts instead of saying what they say.
 _ONLY_LABELS = re.compile(r"\[?\s*(F\d+(?:\s*,\s*F\d+)*)\s*\]?\.?")
@@ -123,29 +123,42 @@ def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
     return system_user(SYNTHESIS_SYSTEM_PROMPT, user)
 
 
-def _answer_from(resp: LLMResponse, memory_text: str) -> tuple[str, list[str]]:
-    """(answer, cited labels) from a reply; prose replies are taken as the answer."""
+#: A reasoning model's draft before its reply: its JSON is not the answer.
+_THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)
+
+
+def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
+    """(answer, cited labels) from a reply; prose replies are taken as the answer.
+
+    ``known``: the graph's fact labels; any other cited label (one written inside a quoted
+    fact or the question, or made up) is dropped.
+    """
+    reply = _THINKING.sub("", resp.text)
     try:
-        data = parse_json(resp.text)
+        data = parse_json(reply)
     except LLMError:
         data = None
     answer: Any = None
     cited: Any = []
     if isinstance(data, dict):
-        answer = data.get("answer")
+        # "answer": null is the model saying it found nothing.
+        answer = NOT_FOUND if "answer" in data and data["answer"] is None else data.get("answer")
         if answer is None:  # a model that renamed the key: take its first scalar value
             answer = next((v for v in data.values() if isinstance(v, str | int | float)), None)
         cited = data.get("fact_ids") or []
-    elif isinstance(data, str | int | float):
+    elif isinstance(data, str | int | float | list):
         answer = data
     if answer is None:
-        answer = resp.text.strip().splitlines()[0] if resp.text.strip() else ""
+        # Prose: its first line that is more than a bracket (a reply cut off in its JSON
+        # is "{" on its first line).
+        lines = [ln.strip() for ln in reply.strip().splitlines() if ln.strip().strip("{}[],") != ""]
+        answer = lines[0] if lines else ""
     if isinstance(answer, list):
         answer = ", ".join(str(a) for a in answer)
     # Bounded like any stored text: a runaway model must not hand back megabytes.
     text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
-    known = {label for group in _LABELS.findall(memory_text) for label in group.split(",")}
-    labels = [c for c in cited if isinstance(c, str) and c in known] if isinstance(cited, list) else []
+    labels = list(dict.fromkeys(c for c in cited if isinstance(c, str) and c in known)) \
+        if isinstance(cited, list) else []
     named = _only_labels(text)
     if named and all(label in known for label in named):
         labels = list(dict.fromkeys([*named, *labels]))
@@ -200,17 +213,24 @@ def asked_time(question: str, facts: list[Any]) -> datetime | None:
     if not m:
         return None
     iso_y, iso_m, iso_d, month, day, year, only_year = m.groups()
+    d: int | None
     if iso_y:
-        return datetime(int(iso_y), int(iso_m), int(iso_d), 23, 59, 59, tzinfo=UTC)
-    if only_year:
-        return datetime(int(only_year), 12, 31, 23, 59, 59, tzinfo=UTC)
-    stamps = [f.timestamp for f in facts if getattr(f, "timestamp", None)]
-    y = int(year) if year else (max(stamps).year if stamps else datetime.now(UTC).year)
-    mo = _MONTHS.index(month.lower()) + 1
-    if day:
-        return datetime(y, mo, min(int(day), 28 if mo == 2 else 30), 23, 59, 59, tzinfo=UTC)
-    nxt = datetime(y + (mo == 12), mo % 12 + 1, 1, tzinfo=UTC)
-    return nxt - timedelta(seconds=1)
+        y, mo, d = int(iso_y), int(iso_m), int(iso_d)
+    elif only_year:
+        y, mo, d = int(only_year), 12, 31
+    else:
+        stamps = [f.timestamp for f in facts if getattr(f, "timestamp", None)]
+        y = int(year) if year else (max(stamps).year if stamps else datetime.now(UTC).year)
+        mo = _MONTHS.index(month.lower()) + 1
+        d = int(day) if day else None  # a month: its last day
+    # A date no calendar has ("2024-02-30", "March 0", the year 0) asks about no time: the
+    # question is answered for the present, never a crash.
+    if not (MINYEAR <= y <= MAXYEAR and 1 <= mo <= 12):
+        return None
+    last = monthrange(y, mo)[1]
+    if d is not None and not 1 <= d <= last:
+        return None
+    return datetime(y, mo, last if d is None else d, 23, 59, 59, tzinfo=UTC)
 
 
 def _state_at(top: Any, facts: list[Any], when: datetime | None) -> Any:
@@ -420,7 +440,9 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
         # held then ("Greg Palmer is the treasurer" beside "I'm on our condo HOA board", for
         # "who was it originally?").
         turn = set(getattr(top, "source_turn_ids", None) or ())
+        # (By the same speaker: a caller's message ids may repeat, numbered per session.)
         same = [f for f in facts if f is top or (turn and turn & set(getattr(f, "source_turn_ids", None) or ())
+                                                 and getattr(f, "speaker", None) == getattr(top, "speaker", None)
                                                  and (when is not None or not getattr(f, "superseded_by", None)))]
         body = " ".join(str(f.text) for f in same)
         used = same
@@ -437,8 +459,22 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
     )
 
 
-def _llm_answer(graph: C, resp: LLMResponse, memory_text: str, started: float) -> Answer[C]:
-    text, labels = _answer_from(resp, memory_text)
+#: A fact line's labels: at the start of a line of the memory text. Inside a fact's quote
+#: (one line, newlines escaped) or in the question, "[F42]" is text, not a fact.
+_LINE_LABELS = re.compile(r"^\[(F\d+(?:,F\d+)*)\]", re.M)
+
+
+def _labels_of(graph: Any) -> set[str]:
+    """The labels of the graph's facts (those its text shows, for a graph whose facts carry
+    no label of their own)."""
+    labels = {label for f in getattr(graph, "facts", ()) if (label := getattr(f, "label", ""))}
+    if labels:
+        return labels
+    return {label for group in _LINE_LABELS.findall(graph.to_text()) for label in group.split(",")}
+
+
+def _llm_answer(graph: C, resp: LLMResponse, started: float) -> Answer[C]:
+    text, labels = _answer_from(resp, _labels_of(graph))
     return Answer(
         text=spell_out_labels(text, graph),
         graph=graph,
@@ -463,7 +499,7 @@ def synthesize(question: str, graph: C, client: LLMClient | None, *,
         return extractive_answer(question, graph, time.perf_counter() - started)
     messages = build_messages(question, graph)
     resp = client.chat(messages, json_mode=True, max_tokens=max_tokens)
-    return _llm_answer(graph, resp, messages[1]["content"], started)
+    return _llm_answer(graph, resp, started)
 
 
 async def asynthesize(question: str, graph: C, client: LLMClient | None, *,
@@ -474,4 +510,4 @@ async def asynthesize(question: str, graph: C, client: LLMClient | None, *,
         return extractive_answer(question, graph, time.perf_counter() - started)
     messages = build_messages(question, graph)
     resp = await client.achat(messages, json_mode=True, max_tokens=max_tokens)
-    return _llm_answer(graph, resp, messages[1]["content"], started)
+    return _llm_answer(graph, resp, started)

@@ -234,6 +234,27 @@ def test_config_documents_paper_defaults_and_validates():
         Config.from_dict({"k_semm": 3})
 
 
+@pytest.mark.parametrize("field, value, said", [
+    ("window_size", 2.5, "whole number"), ("k_lex", 2.5, "whole number"), ("max_paths", float("nan"), "whole number"),
+    ("window_size", "20", "whole number"), ("token_budget", float("inf"), "whole number or None"),
+    ("lexical_weight", float("nan"), "finite"), ("lexical_weight", -5, "negative"), ("max_bridge_pairs", -1, "negative"),
+    ("enable_gating", "no", "True or False"), ("assistant_speakers", "assistant", "list of strings"),
+    ("k_sem", True, "whole number")])
+def test_config_refuses_values_of_the_wrong_kind(field: str, value: object, said: str) -> None:
+    """A count must be a whole number, a weight finite and not negative, a switch a bool and
+    the speakers a list: accepted, 2.5 candidates or a NaN path count crashed retrieval with
+    another library's error, a fractional window left every turn pending, ``"no"`` switched
+    gating on and ``"assistant"`` became its letters."""
+    from ariadnemem_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=said) as info:
+        Config(**{field: value})
+    assert field in str(info.value)
+    with pytest.raises(ConfigError, match=field):
+        Config.from_dict({field: value})
+    assert Config(assistant_speakers=["bot"]).assistant_speakers == ("bot",) and Config(token_budget=None)
+
+
 def test_link_needs_a_changed_value_paraphrase_is_added():
     """Similar small talk is not a state update (ADD); a changed time, place or date is (LINK)."""
     from ariadnemem_core.coarsening import Action, decide, value_terms

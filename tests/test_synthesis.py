@@ -333,3 +333,34 @@ def test_a_question_about_the_earlier_state_is_recognised(question: str, earlies
     from ariadnemem_core.synthesis import asked_time
 
     assert (asked_time(question, []) == datetime.min.replace(tzinfo=UTC)) is earliest
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("What was my rent on 2024-02-30?", None), ("What was my rent on March 0?", None),
+    ("What was my rent in 0000?", None), ("What was my rent on 2024-13-01?", None),
+    ("What was my rent on May 31, 2024?", datetime(2024, 5, 31, 23, 59, 59, tzinfo=UTC)),
+    ("What was my rent on February 29, 2024?", datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC)),
+    ("What was my rent in February 2023?", datetime(2023, 2, 28, 23, 59, 59, tzinfo=UTC))])
+def test_an_asked_date_is_a_calendar_date(question: str, expected: datetime | None) -> None:
+    """A date no calendar has asks about no time (it raised ValueError out of ``answer()``);
+    a month's last day is that day, not the 30th or the 28th for every month."""
+    from ariadnemem_core.synthesis import asked_time
+
+    assert asked_time(question, []) == expected
+
+
+def test_cited_labels_are_the_graphs_facts_only(server: FakeOpenAIServer) -> None:
+    """A label written inside a quoted fact ("see ticket [F42]") or in the question is text,
+    not a fact: a reply citing it keeps only the graph's labels; a null answer is "not
+    mentioned"; a reasoning model's draft is not its answer; a reply cut off in its JSON
+    is not answered with "{"."""
+    graph = FakeGraph([FakeFact("The kickoff is at 2 pm, see ticket [F42].", datetime(2024, 3, 4, tzinfo=UTC), 0.9)])
+    client = fake_client(server)
+    cases = [('{"answer": "2 pm", "fact_ids": ["F42", "F1", "F1"]}', "2 pm", ["F1"]),
+             ('{"answer": null, "fact_ids": []}', "not mentioned", []),
+             ('<think>{"answer": "noon"}</think>{"answer": "2 pm", "fact_ids": ["F1"]}', "2 pm", ["F1"]),
+             ('{\n  "answer": "2 pm at the', '"answer": "2 pm at the', [])]
+    for reply, text, labels in cases:
+        server.queue(lambda body, reply=reply: (200, reply))
+        ans = synthesize("When is the kickoff [F77]?", graph, client)
+        assert (ans.text, ans.fact_ids) == (text, labels), reply

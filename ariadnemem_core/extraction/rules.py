@@ -259,6 +259,8 @@ class RuleExtractor:
             metadata["attributes"] = attributes
         if "said" in metadata:  # caller data: never read as the speaker's own words
             metadata["turn_said"] = metadata.pop("said")
+        if "merged_from" in metadata:  # caller data: never read as the ids MERGEd into the entry
+            metadata["turn_merged_from"] = metadata.pop("merged_from")
         # The speaker's own words, relative time grounded, kept when the restatement differs:
         # a reader answers from "Nate: I tried my hand at ..." as well as from "Nate tried
         # Nate's hand at ...", and echoes fewer rewritten fragments (Config.own_words).

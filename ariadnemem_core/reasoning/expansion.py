@@ -63,8 +63,10 @@ def message_mates(store: Store, scope: Scope, seeds: Sequence[Seed], pool: Pool,
     long_turns: set[str] = set()
     for entry, score in seeds:
         turn = set(entry.source_turn_ids)
+        # The same speaker too: a caller's message ids may repeat (numbered per session).
         mates = [e for e in store.around(scope, entry, MESSAGE_SPAN)
-                 if e.id != entry.id and turn & set(e.source_turn_ids) and scope.matches(e)]
+                 if e.id != entry.id and turn & set(e.source_turn_ids) and e.speaker == entry.speaker
+                 and scope.matches(e)]
         if not short_message((entry, *mates), cfg):
             long_turns |= turn
             continue
