@@ -237,7 +237,8 @@ def test_config_documents_paper_defaults_and_validates():
 @pytest.mark.parametrize("field, value, said", [
     ("window_size", 2.5, "whole number"), ("k_lex", 2.5, "whole number"), ("max_paths", float("nan"), "whole number"),
     ("window_size", "20", "whole number"), ("token_budget", float("inf"), "whole number or None"),
-    ("lexical_weight", float("nan"), "finite"), ("lexical_weight", -5, "negative"), ("max_bridge_pairs", -1, "negative"),
+    ("lexical_weight", float("nan"), "finite"), ("lexical_weight", -5, "negative"),
+    ("max_bridge_pairs", -1, "negative"),
     ("enable_gating", "no", "True or False"), ("assistant_speakers", "assistant", "list of strings"),
     ("k_sem", True, "whole number")])
 def test_config_refuses_values_of_the_wrong_kind(field: str, value: object, said: str) -> None:
