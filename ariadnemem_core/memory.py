@@ -123,8 +123,16 @@ class AriadneMemory:
     def __enter__(self) -> AriadneMemory:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            self.close()
+            return
+        # The block's own error is the one the caller must see: a flush failing on the way
+        # out (its turns stay pending, durable) is logged, not raised in its place.
+        try:
+            self.close()
+        except AriadneMemError as close_error:
+            log.warning("closing after %s: %s (the turns stay pending)", type(exc).__name__, close_error)
 
     def close(self, *, flush: bool = True) -> None:
         """Extract partial windows, then close the store (idempotent).

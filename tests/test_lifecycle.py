@@ -385,3 +385,25 @@ def test_a_truncated_export_is_refused(make_memory, tmp_path):
     assert copy.users() == {}
     copy.import_(path)
     assert len(copy.entries("alice")) == len(mem.entries("alice"))
+
+
+def test_the_blocks_own_error_survives_a_failing_close(make_memory, monkeypatch):
+    """A ``with`` block that raises, whose flush on the way out fails too (the turns stay
+    pending): the caller sees the block's error, not the flush's; without an error in the
+    block, the flush's error is raised as before."""
+    from ariadnemem_core import ExtractionError
+    from ariadnemem_core.memory import AriadneMemory
+
+    def broken(self, **kwargs):
+        raise ExtractionError("extraction failed; the turns stay pending")
+
+    mem = make_memory("exit")
+    monkeypatch.setattr(AriadneMemory, "flush", broken)
+    with pytest.raises(KeyError, match="the caller's own"):
+        with mem:
+            mem.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
+            raise KeyError("the caller's own")
+    other = make_memory("exit-2")
+    with pytest.raises(ExtractionError):
+        with other:
+            other.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
