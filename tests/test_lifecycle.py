@@ -399,11 +399,9 @@ def test_the_blocks_own_error_survives_a_failing_close(make_memory, monkeypatch)
 
     mem = make_memory("exit")
     monkeypatch.setattr(AriadneMemory, "flush", broken)
-    with pytest.raises(KeyError, match="the caller's own"):
-        with mem:
-            mem.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
-            raise KeyError("the caller's own")
+    with pytest.raises(KeyError, match="the caller's own"), mem:
+        mem.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
+        raise KeyError("the caller's own")
     other = make_memory("exit-2")
-    with pytest.raises(ExtractionError):
-        with other:
-            other.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
+    with pytest.raises(ExtractionError), other:
+        other.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")

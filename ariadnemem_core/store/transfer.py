@@ -93,6 +93,7 @@ def _records(store: Transferable, user_id: str | None) -> Iterator[dict[str, Any
             continue  # an unreadable context turn is skipped when read too (recent_turns)
         yield {"type": "recent", "user_id": uid, "agent_id": agent, "session_id": session, "turn": recent.to_dict()}
 
+
 def import_rows(store: Transferable, rows: Iterable[dict[str, Any] | tuple[int, dict[str, Any]]]) -> int:
     """Load rows from :meth:`export_rows`; returns entries added.
 
