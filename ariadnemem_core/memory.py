@@ -713,7 +713,8 @@ class AriadneMemory:
         return self._llm
 
     def answer(self, question: str, *, user_id: str = "default", agent_id: str | None = None,
-               session_id: str | None = None) -> Answer[EvidenceGraph]:
+               session_id: str | None = None, query_vector: np.ndarray | None = None,
+               config: Config | None = None) -> Answer[EvidenceGraph]:
         """Answer from the evidence graph with one LLM call (extractive without an LLM).
 
         Args:
@@ -721,6 +722,9 @@ class AriadneMemory:
             user_id: whose memories.
             agent_id: only this agent's memories.
             session_id: only this session's memories.
+            query_vector: the question's embedding, if the caller has it (as for
+                :meth:`retrieve`).
+            config: this call's read settings (as for :meth:`retrieve`).
 
         Returns:
             The answer, with the evidence graph it was generated from and its cost.
@@ -730,7 +734,8 @@ class AriadneMemory:
         """
         from .synthesis import synthesize
 
-        graph = self.retrieve(question, user_id=user_id, agent_id=agent_id, session_id=session_id)
+        graph = self.retrieve(question, user_id=user_id, agent_id=agent_id, session_id=session_id,
+                              query_vector=query_vector, config=config)
         return synthesize(question, graph, self.llm)
 
     async def aanswer(self, question: str, **kwargs: Any) -> Answer[EvidenceGraph]:

@@ -415,3 +415,19 @@ def test_a_callers_merged_from_metadata_never_wedges_ingest(make_memory):
     [kickoff] = [e for e in mem.entries() if "kickoff" in e.text]
     assert kickoff.metadata["turn_merged_from"] == "crm-42" and len(kickoff.metadata["merged_from"]) == 1
     assert any("Miso" in f.text for f in mem.retrieve("What is Maya's cat called?").facts)
+
+
+def test_answer_takes_the_read_settings_retrieve_takes(make_memory):
+    """``answer`` and ``aanswer`` take the same per-call read settings as ``retrieve``
+    (``aanswer`` passed them through and ``answer`` refused them)."""
+    import asyncio
+
+    mem = make_memory("answer-args")
+    mem.add([turn("Ana", "Ana's locker code is 4417.", 0, "l1"), turn("Ana", "Ana swims on Tuesdays.", DAY, "l2")])
+    mem.flush()
+    tight = Config(max_nodes=1, min_nodes=1)
+    question = "What is Ana's locker code?"
+    vector = mem.embedder.embed([question])[0]
+    sync = mem.answer(question, config=tight, query_vector=vector)
+    assert len(sync.graph.facts) == 1 and "4417" in sync.text
+    assert asyncio.run(mem.aanswer(question, config=tight, query_vector=vector)).text == sync.text
