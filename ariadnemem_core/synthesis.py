@@ -78,7 +78,6 @@ NOT_FOUND = "not mentioned"
 #: Completion budget: a short answer plus a few fact labels.
 ANSWER_MAX_TOKENS = 200
 
-#: A line's labels: "[F3]", or "[F4,F5]" for the facts of one message (``Config.group_by_turn``).
 #: A reply whose answer is only fact labels ("F14,F15,F16"): a small reader sometimes
 #: names the facts instead of saying what they say.
 _ONLY_LABELS = re.compile(r"\[?\s*(F\d+(?:\s*,\s*F\d+)*)\s*\]?\.?")
@@ -459,8 +458,9 @@ def extractive_answer(question: str, graph: C, latency_s: float = 0.0) -> Answer
     )
 
 
-#: A fact line's labels: at the start of a line of the memory text. Inside a fact's quote
-#: (one line, newlines escaped) or in the question, "[F42]" is text, not a fact.
+#: A fact line's labels, "[F3]" or "[F4,F5]" for the facts of one message, at the start of
+#: a line of the memory text. Inside a fact's quote (one line, newlines escaped) or in the
+#: question, "[F42]" is text, not a fact.
 _LINE_LABELS = re.compile(r"^\[(F\d+(?:,F\d+)*)\]", re.M)
 
 
