@@ -8,6 +8,7 @@ default comes from; departures from the paper are marked ``DEPARTURE`` and justi
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, get_type_hints
 
@@ -18,8 +19,37 @@ FACT_ORDERS = ("time", "relevance")
 
 
 #: What each kind of field must hold (see :meth:`Config._check_types`).
-_KIND_NAMES = {"int": "a whole number", "int | None": "a whole number or None", "float": "a finite number",
+_KIND_NAMES = {"int": "a whole number", "int | None": "a whole number or None", "float": "a number (not NaN)",
                "bool": "True or False", "str": "a string", "tuple[str, ...]": "a list of strings"}
+_NOT_OK = object()
+
+
+def _plain(kind: str, value: Any) -> Any:
+    """``value`` as the plain Python value of a field of ``kind``, or ``_NOT_OK``."""
+    if kind == "int | None" and value is None:
+        return None
+    if _is_bool(value):
+        return bool(value) if kind == "bool" else _NOT_OK
+    if kind in ("int", "int | None"):
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        whole = isinstance(value, numbers.Real) and float(value).is_integer()
+        return int(float(value)) if whole else _NOT_OK
+    if kind == "float":
+        number = isinstance(value, numbers.Real) and not math.isnan(value)
+        return (value if isinstance(value, int) else float(value)) if number else _NOT_OK
+    if kind == "str":
+        return value if isinstance(value, str) else _NOT_OK
+    if kind == "bool":
+        return _NOT_OK
+    names = isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str) for v in value)
+    return tuple(value) if names else _NOT_OK  # tuple[str, ...]
+
+
+def _is_bool(value: Any) -> bool:
+    """A bool, Python's or NumPy's (``np.False_`` is no ``bool`` and no number)."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,26 +355,18 @@ class Config:
         self._check_consistency()
 
     def _check_types(self) -> None:
-        """Each field of its declared kind: a count a whole number (2.5 or NaN candidates
-        crashed retrieval and left every turn pending), a weight a finite number, a switch
-        a bool ("no" is truthy), the speakers a list of names (a bare string became its
-        letters)."""
+        """Each field of its declared kind, stored as the plain Python value: a count a
+        whole number (2.5 or NaN candidates crashed retrieval and left every turn pending),
+        a weight a number but NaN (an infinite horizon is one), a switch a bool ("no" is
+        truthy), the speakers a collection of names (a bare string became its letters).
+        NumPy numbers and bools, and 20.0 for a count, are taken as their plain values."""
         for f in fields(self):
             value, kind = getattr(self, f.name), _FIELD_KINDS[f.name]
-            if kind == "int | None" and value is None:
-                continue
-            if kind in ("int", "int | None"):
-                ok = isinstance(value, int) and not isinstance(value, bool)
-            elif kind == "float":
-                ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            elif kind == "bool":
-                ok = isinstance(value, bool)
-            elif kind == "str":
-                ok = isinstance(value, str)
-            else:  # tuple[str, ...]
-                ok = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-            if not ok:
+            plain = _plain(kind, value)
+            if plain is _NOT_OK:
                 raise ConfigError(f"{f.name} must be {_KIND_NAMES[kind]}, got {value!r:.60}")
+            if plain is not value:
+                object.__setattr__(self, f.name, plain)
 
     def _check_bounds(self) -> None:
         """Each numeric field within its own range (none negative, shares in [0, 1],

@@ -87,9 +87,9 @@ def quote(text: str) -> str:
     ``</`` is written ``<\\/`` (the same string in JSON): prompts wrap the memory in tags
     such as ``<memory>...</memory>``, and a stored ``</memory>`` must not close them.
     """
-    # U+2028 / U+2029 are line breaks to most readers (and str.splitlines): escaped like
-    # "\n", a stored one cannot start a forged "[F9] (latest)" line.
-    return (json.dumps(text, ensure_ascii=False).replace("</", "<\\/")
+    # U+0085, U+2028 and U+2029 are line breaks to many readers (and str.splitlines):
+    # escaped like "\n", a stored one cannot start a forged "[F9] (latest)" line.
+    return (json.dumps(text, ensure_ascii=False).replace("</", "<\\/").replace("\x85", "\\u0085")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 

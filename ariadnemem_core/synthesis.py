@@ -122,8 +122,19 @@ def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
     return system_user(SYNTHESIS_SYSTEM_PROMPT, user)
 
 
-#: A reasoning model's draft before its reply: its JSON is not the answer.
-_THINKING = re.compile(r"<think>.*?</think>", re.S | re.I)
+#: The end of a reasoning model's draft (its start may be in the prompt's template).
+_THOUGHT_END = re.compile(r"</think>", re.I)
+_THOUGHT_START = re.compile(r"<think>", re.I)
+
+
+def _past_thinking(text: str) -> str:
+    """The reply after a reasoning model's draft: after its last ``</think>``; before a
+    ``<think>`` never closed (a reply cut off while drafting has no answer yet)."""
+    ends = list(_THOUGHT_END.finditer(text))
+    if ends:
+        return text[ends[-1].end():]
+    start = _THOUGHT_START.search(text)
+    return text[: start.start()] if start else text
 
 
 def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
@@ -132,7 +143,7 @@ def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     ``known``: the graph's fact labels; any other cited label (one written inside a quoted
     fact or the question, or made up) is dropped.
     """
-    reply = _THINKING.sub("", resp.text)
+    reply = _past_thinking(resp.text)
     try:
         data = parse_json(reply)
     except LLMError:
@@ -145,7 +156,7 @@ def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
         if answer is None:  # a model that renamed the key: take its first scalar value
             answer = next((v for v in data.values() if isinstance(v, str | int | float)), None)
         cited = data.get("fact_ids") or []
-    elif isinstance(data, str | int | float | list):
+    elif isinstance(data, str | int | float):
         answer = data
     if answer is None:
         # Prose: its first line that is more than a bracket (a reply cut off in its JSON

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import numpy as np
@@ -237,7 +238,7 @@ def test_config_documents_paper_defaults_and_validates():
 @pytest.mark.parametrize("field, value, said", [
     ("window_size", 2.5, "whole number"), ("k_lex", 2.5, "whole number"), ("max_paths", float("nan"), "whole number"),
     ("window_size", "20", "whole number"), ("token_budget", float("inf"), "whole number or None"),
-    ("lexical_weight", float("nan"), "finite"), ("lexical_weight", -5, "negative"),
+    ("lexical_weight", float("nan"), "NaN"), ("lexical_weight", -5, "negative"),
     ("max_bridge_pairs", -1, "negative"),
     ("enable_gating", "no", "True or False"), ("assistant_speakers", "assistant", "list of strings"),
     ("k_sem", True, "whole number")])
@@ -254,6 +255,20 @@ def test_config_refuses_values_of_the_wrong_kind(field: str, value: object, said
     with pytest.raises(ConfigError, match=field):
         Config.from_dict({field: value})
     assert Config(assistant_speakers=["bot"]).assistant_speakers == ("bot",) and Config(token_budget=None)
+
+
+def test_config_takes_numpy_numbers_and_whole_floats_as_plain_values() -> None:
+    """A sweep over ``np.arange`` or a count read as 20.0 is taken, stored as the plain
+    Python value (``to_dict`` stays JSON); an infinite time horizon is a horizon."""
+    import numpy as np
+
+    cfg = Config(k_sem=np.int64(40), lambda_coal=np.float32(0.5), enable_bridges=np.False_, window_size=20.0,
+                 assistant_speakers={"bot"}, delta_time_s=float("inf"))
+    assert (cfg.k_sem, cfg.lambda_coal, cfg.enable_bridges, cfg.window_size, cfg.assistant_speakers) == \
+        (40, 0.5, False, 20, ("bot",))
+    assert [type(v) for v in (cfg.k_sem, cfg.lambda_coal, cfg.enable_bridges, cfg.window_size)] == \
+        [int, float, bool, int]
+    assert json.loads(json.dumps(cfg.to_dict()))["k_sem"] == 40 and cfg.delta_time_s == float("inf")
 
 
 def test_link_needs_a_changed_value_paraphrase_is_added():

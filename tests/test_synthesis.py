@@ -359,7 +359,11 @@ def test_cited_labels_are_the_graphs_facts_only(server: FakeOpenAIServer) -> Non
     cases = [('{"answer": "2 pm", "fact_ids": ["F42", "F1", "F1"]}', "2 pm", ["F1"]),
              ('{"answer": null, "fact_ids": []}', "not mentioned", []),
              ('<think>{"answer": "noon"}</think>{"answer": "2 pm", "fact_ids": ["F1"]}', "2 pm", ["F1"]),
-             ('{\n  "answer": "2 pm at the', '"answer": "2 pm at the', [])]
+             ('{\n  "answer": "2 pm at the', '"answer": "2 pm at the', []),
+             # the template opened the draft; only its end is in the reply
+             ('draft {"answer": "noon"} </think>{"answer": "2 pm", "fact_ids": ["F1"]}', "2 pm", ["F1"]),
+             ('<think>maybe {"answer": "noon"}', "not mentioned", []),  # cut off while drafting
+             ("The kickoff is at 2 pm [1].", "The kickoff is at 2 pm [1].", [])]  # a citation is no answer
     for reply, text, labels in cases:
         server.queue(lambda body, reply=reply: (200, reply))
         ans = synthesize("When is the kickoff [F77]?", graph, client)

@@ -370,9 +370,11 @@ class LLMExtractor:
                 metadata["state"] = item["state"]  # read by update detection (coarsening.llm_state)
             if len(sources) == 1:
                 turn = sources[0]
-                metadata.update({k: v for k, v in turn.metadata.items() if k != "attributes"})
-                if "attributes" in turn.metadata:  # caller data, as in RuleExtractor
-                    metadata["turn_attributes"] = turn.metadata["attributes"]
+                # Caller data under a name the library reads is kept under "turn_<name>", as
+                # in RuleExtractor: never read as attributes, own words or MERGEd ids.
+                reserved = ("attributes", "said", "merged_from")
+                metadata.update({k: v for k, v in turn.metadata.items() if k not in reserved})
+                metadata.update({f"turn_{k}": turn.metadata[k] for k in reserved if k in turn.metadata})
                 pos = item["positions"][0]
                 if pos not in attributed:  # the speaker's self-stated attributes, once per turn
                     attributed.add(pos)
