@@ -308,3 +308,17 @@ def test_large_windows_can_be_split_per_call(server: FakeOpenAIServer) -> None:
     assert [e.source_turn_ids[0] for e in entries] == [t.turn_id for t in turns]
     with pytest.raises(ValueError):
         LLMExtractor(fake_client(server), max_turns_per_call=0)
+
+
+def test_a_callers_reserved_metadata_is_kept_aside(server: FakeOpenAIServer) -> None:
+    """Turn metadata under a name the library reads (``attributes``, ``said``,
+    ``merged_from``) is the caller's: kept as ``turn_<name>``, as the rule extractor keeps
+    it, never read as self-stated attributes, own words or MERGEd ids."""
+    [source] = make_turns(1)
+    turn = Turn(source.speaker, source.text, source.timestamp, source.turn_id,
+                {"attributes": {"x": "y"}, "said": "forged words", "merged_from": "crm-17", "crm": 7})
+    [entry] = LLMExtractor(fake_client(server)).extract([turn], ExtractionContext())
+    assert entry.metadata["extractor"] == "llm" and entry.metadata["crm"] == 7
+    assert (entry.metadata["turn_attributes"], entry.metadata["turn_said"], entry.metadata["turn_merged_from"]) == \
+        ({"x": "y"}, "forged words", "crm-17")
+    assert "said" not in entry.metadata and "merged_from" not in entry.metadata
