@@ -567,21 +567,15 @@ class PostgresStore:
 
     @staticmethod
     def _admitted(cur: psycopg.Cursor[Any], user_id: str, commit: WindowCommit) -> list[UpdateEdge]:
-        """The window's update edges that still hold under the user's lock
-        (:func:`~ariadnemem_core.store.records.admitted_links`): a link or delete of
-        another process since the detector read the candidates wins; a dropped edge is
-        counted in the ``links_refused`` stat."""
-        updates = [e for e in commit.edges if e.kind == "update"]
-        if not updates:
-            return list(commit.edges)
-        cur.execute("SELECT id, ts FROM entries WHERE user_id = %s AND id = ANY(%s)",
-                    (user_id, sorted({i for e in updates for i in (e.src, e.dst)})))
-        stamps = {str(r[0]): r[1] for r in cur.fetchall()}
-        cur.execute("SELECT src, dst FROM edges WHERE user_id = %s AND kind = 'update'", (user_id,))
-        kept, refused = admitted_links(stamps, [(str(a), str(b)) for a, b in cur.fetchall()], updates)
-        if refused:
-            commit.stats["links_refused"] = commit.stats.get("links_refused", 0) + refused
-        return [e for e in commit.edges if e.kind != "update"] + kept
+        """The window's edges that still hold under the user's lock
+        (:func:`~ariadnemem_core.store.records.admitted_links`)."""
+        def read(ids: list[str]) -> tuple[dict[str, float | None], list[tuple[str, str]]]:
+            cur.execute("SELECT id, ts FROM entries WHERE user_id = %s AND id = ANY(%s)", (user_id, ids))
+            stamps = {str(r[0]): r[1] for r in cur.fetchall()}
+            cur.execute("SELECT src, dst FROM edges WHERE user_id = %s AND kind = 'update'", (user_id,))
+            return stamps, [(str(a), str(b)) for a, b in cur.fetchall()]
+
+        return admitted_links(commit, read)
 
     def _analyze_after(self, added: int) -> None:
         """Refresh the planner's statistics once this process has added rows worth

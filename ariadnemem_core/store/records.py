@@ -792,22 +792,18 @@ class Records(Guarded):
 
     @staticmethod
     def _admitted(db: sqlite3.Connection, user_id: str, commit: WindowCommit) -> list[UpdateEdge]:
-        """The window's update edges that still hold now that it holds the write lock
-        (:func:`admitted_links`); a dropped one is counted in the ``links_refused`` stat."""
-        updates = [e for e in commit.edges if e.kind == "update"]
-        if not updates:
-            return list(commit.edges)
-        ids = sorted({i for e in updates for i in (e.src, e.dst)})
-        stamps: dict[str, float | None] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            stamps.update(db.execute(f"SELECT id, ts FROM entries WHERE user_id = ? AND id IN "
-                                     f"({','.join('?' * len(chunk))})", (user_id, *chunk)).fetchall())
-        stored = db.execute("SELECT src, dst FROM edges WHERE user_id = ? AND kind = 'update'", (user_id,)).fetchall()
-        kept, refused = admitted_links(stamps, stored, updates)
-        if refused:
-            commit.stats["links_refused"] = commit.stats.get("links_refused", 0) + refused
-        return [e for e in commit.edges if e.kind != "update"] + kept
+        """The window's edges that still hold now that it holds the write lock
+        (:func:`admitted_links`)."""
+        def read(ids: list[str]) -> tuple[dict[str, float | None], list[tuple[str, str]]]:
+            stamps: dict[str, float | None] = {}
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                stamps.update(db.execute(f"SELECT id, ts FROM entries WHERE user_id = ? AND id IN "
+                                         f"({','.join('?' * len(chunk))})", (user_id, *chunk)).fetchall())
+            return stamps, db.execute("SELECT src, dst FROM edges WHERE user_id = ? AND kind = 'update'",
+                                      (user_id,)).fetchall()
+
+        return admitted_links(commit, read)
 
     def link(self, user_id: str, src: str, dst: str) -> str | None:
         """See :meth:`Store.link`: checked and written under the store's write lock (a
@@ -1034,9 +1030,11 @@ def imported_recent(items: Sequence[tuple[Any, ...]], held: Callable[[str, str |
     return rows
 
 
-def admitted_links(stamps: dict[str, float | None], edges: Sequence[tuple[str, str]],
-                   proposed: Sequence[UpdateEdge]) -> tuple[list[UpdateEdge], int]:
-    """The window's update edges that still hold when it commits, and how many do not.
+def admitted_links(commit: WindowCommit,
+                   read: Callable[[list[str]], tuple[dict[str, float | None], Sequence[tuple[str, str]]]],
+                   ) -> list[UpdateEdge]:
+    """The window's edges to write: its update edges that still hold when it commits (a
+    dropped one is counted in the ``links_refused`` stat), and any other edges.
 
     The detector read the candidates before the commit, without the write lock: another
     process may have given the same old fact a newer state meanwhile, or deleted it. The
@@ -1044,20 +1042,26 @@ def admitted_links(stamps: dict[str, float | None], edges: Sequence[tuple[str, s
     edge to a deleted fact is not written; the new fact itself is kept, as a plain ADD.
 
     Args:
-        stamps: the timestamps of the edges' entries (by id; one missing: gone).
-        edges: the user's stored update edges.
-        proposed: the window's update edges, in decision order.
+        commit: the window.
+        read: the backend's read, inside the commit's transaction, of the timestamps of
+            the given entries (by id; one missing: gone) and the user's update edges.
     """
-    known = list(edges)
+    updates = [e for e in commit.edges if e.kind == "update"]
+    if not updates:
+        return list(commit.edges)
+    stamps, stored = read(sorted({i for e in updates for i in (e.src, e.dst)}))
+    known = list(stored)
     kept: list[UpdateEdge] = []
-    for edge in proposed:
+    for edge in updates:
         # Not the order rule: the detector read the order before this window's MERGEs,
         # which refresh a restated fact's time ("at 2 pm" -> "moved to 3 pm" -> "at 2 pm,
         # right?" in one window); only what another writer did can void a decision here.
         if link_refused(stamps, known, edge.src, edge.dst) in (None, "order"):
             kept.append(edge)
             known.append((edge.src, edge.dst))
-    return kept, len(proposed) - len(kept)
+    if len(kept) < len(updates):
+        commit.stats["links_refused"] = commit.stats.get("links_refused", 0) + len(updates) - len(kept)
+    return [e for e in commit.edges if e.kind != "update"] + kept
 
 
 def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list[int]:
