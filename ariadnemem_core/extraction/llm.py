@@ -33,7 +33,7 @@ from ..llm import LLMClient, LLMResponse, system_user
 from ..models import Entry, Turn, new_id
 from ..text import WEEKDAY_TITLES
 from . import grounding as g
-from .rules import ExtractionContext, cover
+from .rules import ExtractionContext, callers_metadata, cover
 
 #: Stable instructions (sent first, so servers can cache them across windows).
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -370,11 +370,7 @@ class LLMExtractor:
                 metadata["state"] = item["state"]  # read by update detection (coarsening.llm_state)
             if len(sources) == 1:
                 turn = sources[0]
-                # Caller data under a name the library reads is kept under "turn_<name>", as
-                # in RuleExtractor: never read as attributes, own words or MERGEd ids.
-                reserved = ("attributes", "said", "merged_from")
-                metadata.update({k: v for k, v in turn.metadata.items() if k not in reserved})
-                metadata.update({f"turn_{k}": turn.metadata[k] for k in reserved if k in turn.metadata})
+                metadata.update(callers_metadata(turn.metadata))
                 pos = item["positions"][0]
                 if pos not in attributed:  # the speaker's self-stated attributes, once per turn
                     attributed.add(pos)

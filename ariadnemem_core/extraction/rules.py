@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .. import text as lex
 from ..limits import MAX_METADATA_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, bounded_list, split_text
@@ -166,6 +166,19 @@ def cover(entries: list[Entry], turns: Sequence[Turn], context: ExtractionContex
     return entries + patch, len(missing)
 
 
+#: Metadata names the library reads on an entry: self-stated ``attributes``, the speaker's
+#: own words (``said``) and the ids MERGEd into it (``merged_from``).
+RESERVED_METADATA = ("attributes", "said", "merged_from")
+
+
+def callers_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A turn's metadata for its entries: a caller's value under a reserved name is kept
+    as ``turn_<name>``, never read as the library's own (any extractor uses this)."""
+    out = {k: v for k, v in metadata.items() if k not in RESERVED_METADATA}
+    out.update({f"turn_{k}": metadata[k] for k in RESERVED_METADATA if k in metadata})
+    return out
+
+
 class RuleExtractor:
     """The default, LLM-free extractor of Phase I atomic extraction.
 
@@ -251,16 +264,10 @@ class RuleExtractor:
         # Names are already in ``persons``; as keywords they would only add noise.
         names = surfaces.union(*(p.lower().split() for p in persons))
         words = lex.keywords(f"{text} {caption}" if caption else text, names)
-        metadata = dict(turn.metadata)
-        if "attributes" in metadata:  # caller data: never read as a self-stated attribute
-            metadata["turn_attributes"] = metadata.pop("attributes")
+        metadata = callers_metadata(turn.metadata)
         attributes = g.find_attributes(text) if text else {}
         if attributes:
             metadata["attributes"] = attributes
-        if "said" in metadata:  # caller data: never read as the speaker's own words
-            metadata["turn_said"] = metadata.pop("said")
-        if "merged_from" in metadata:  # caller data: never read as the ids MERGEd into the entry
-            metadata["turn_merged_from"] = metadata.pop("merged_from")
         # The speaker's own words, relative time grounded, kept when the restatement differs:
         # a reader answers from "Nate: I tried my hand at ..." as well as from "Nate tried
         # Nate's hand at ...", and echoes fewer rewritten fragments (Config.own_words).
