@@ -43,12 +43,13 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import itertools
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,19 +181,68 @@ def _decode_at(text: str, start: int) -> Any:
     return replace_surrogates(value)
 
 
+_THOUGHT_END = re.compile(r"</think>", re.I)
+_THOUGHT_START = re.compile(r"<think>", re.I)
+
+
+def past_thinking(text: str) -> str:
+    """The reply after a reasoning model's draft: after its last ``</think>``; before a
+    ``<think>`` never closed (a reply cut off while drafting has no answer yet).
+
+    Args:
+        text: a model's reply.
+
+    Returns:
+        What the model answered, which may be empty.
+    """
+    ends = list(_THOUGHT_END.finditer(text))
+    if ends:
+        return text[ends[-1].end():]
+    start = _THOUGHT_START.search(text)
+    return text[: start.start()] if start else text
+
+
+def _top_level(text: str, opener: str) -> Iterator[int]:
+    """The positions of ``opener`` that no bracket before them encloses (string literals
+    read as such), in one pass: a ``{`` inside an object that did not parse (a reply cut
+    off at ``max_tokens``) is one of its parts, never the answer."""
+    depth = 0
+    in_string = escaped = False
+    for pos, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            if depth == 0 and ch == opener:
+                yield pos
+            depth += 1
+        elif ch in "}]" and depth:
+            depth -= 1
+
+
 def parse_json(text: str) -> Any:
     """Parse a model reply that should be JSON, tolerating what models wrap around it.
 
-    Tried in order: the whole reply; each fenced code block; the JSON value starting at
-    each ``{`` (then ``[``) of the reply, first one that parses wins. Broken JSON is not
-    repaired (a repair library would turn a reply cut off at ``max_tokens`` into a
-    plausible, shorter object and drop facts silently): it is an :class:`LLMError`, which
-    the extractor answers with a retry or the rule fallback. Raises :class:`LLMError`
-    with the start of the reply when nothing parses.
+    A reasoning model's draft (``<think>...</think>``) is left out first: the JSON it
+    drafts is not its answer. Then tried in order: the whole reply; each fenced code
+    block; the JSON value starting at each ``{`` (then ``[``) that no earlier bracket
+    encloses, first one that parses wins. Broken JSON is not repaired, and no part of it
+    is taken for the whole (a reply cut off at ``max_tokens`` would give a plausible,
+    shorter object and drop facts silently): it is an :class:`LLMError`, which the
+    extractor answers with a retry or the rule fallback. Raises :class:`LLMError` with
+    the start of the reply when nothing parses.
     """
     if not isinstance(text, str) or not text.strip():
         raise LLMError("LLM returned an empty reply where JSON was expected")
-    stripped = text.strip()
+    stripped = past_thinking(text).strip()
+    if not stripped:
+        raise LLMError("LLM reply holds only a reasoning draft (<think>...), no answer after it")
     found = _loads(stripped)
     if found is not _NOTHING:
         return found
@@ -201,14 +251,10 @@ def parse_json(text: str) -> Any:
         if found is not _NOTHING:
             return found
     for opener in "{[":
-        pos = stripped.find(opener)
-        tries = 0
-        while pos != -1 and tries < MAX_JSON_CANDIDATES:
-            tries += 1
+        for pos in itertools.islice(_top_level(stripped, opener), MAX_JSON_CANDIDATES):
             found = _decode_at(stripped, pos)
             if found is not _NOTHING:
                 return found
-            pos = stripped.find(opener, pos + 1)
     snippet = stripped[:200].replace("\n", " ")
     raise LLMError(f"LLM reply is not valid JSON (no parseable object found): {snippet!r}")
 
@@ -704,36 +750,65 @@ class LLMClient:
 
     def _finish(self, completion: Any, started: float, retries: int, parse: bool) -> LLMResponse:
         elapsed = time.perf_counter() - started
-        usage = getattr(completion, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
         if not hasattr(completion, "choices"):  # an HTML page or plain text, not the API
             self._usage.record(seconds=elapsed, retries=retries, failed=True)
             snippet = " ".join(str(completion)[:120].split())
             raise LLMError(f"LLM server at {self.base_url or 'api.openai.com'} replied with something that is not "
                            f"a chat completion (an HTML page? check the base URL): {snippet!r}")
-        choices = getattr(completion, "choices", None) or []
-        if not choices:
-            self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
-                               failed=True)
-            raise LLMError(f"LLM ({self.model}) returned no choices")
-        choice = choices[0]
-        text = replace_surrogates(getattr(choice.message, "content", None) or "")
-        finish = getattr(choice, "finish_reason", None)
+        try:
+            pt, ct, text, finish = self._read(completion)
+        except LLMError:
+            self._usage.record(seconds=elapsed, retries=retries, failed=True)
+            raise
         resp = LLMResponse(text=text, prompt_tokens=pt, completion_tokens=ct, latency_s=elapsed,
                            retries=retries, model=str(getattr(completion, "model", "") or self.model),
                            finish_reason=finish)
-        if parse:
-            try:
-                resp.data = parse_json(text)
-            except LLMError as exc:
-                self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
-                                   failed=True)
-                self._usage.bump("parse_failures")
-                hint = " (reply cut off at max_tokens)" if finish == "length" else ""
-                raise LLMError(f"{exc}{hint}") from exc
+        try:
+            if not past_thinking(text).strip():
+                # Nothing to read: an answer of "" is no claim that the memory lacks the fact.
+                why = {"length": "cut off at max_tokens", "content_filter": "withheld by a content filter"}.get(
+                    str(finish), "empty")
+                raise LLMError(f"LLM ({self.model}) reply is {why}"
+                               + (" while reasoning (<think>)" if text.strip() else ""))
+            if parse:
+                try:
+                    resp.data = parse_json(text)
+                except LLMError as exc:
+                    self._usage.bump("parse_failures")
+                    hint = " (reply cut off at max_tokens)" if finish == "length" else ""
+                    raise LLMError(f"{exc}{hint}") from exc
+                if finish == "length":  # what parsed is a part of what the model meant to say
+                    self._usage.bump("parse_failures")
+                    raise LLMError(f"LLM ({self.model}) reply was cut off at max_tokens")
+        except LLMError:
+            self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries,
+                               failed=True)
+            raise
         self._usage.record(prompt_tokens=pt, completion_tokens=ct, seconds=elapsed, retries=retries)
         return resp
+
+    def _read(self, completion: Any) -> tuple[int, int, str, str | None]:
+        """(prompt tokens, completion tokens, text, finish reason) of a chat completion;
+        :class:`LLMError` for one that does not have the shape of the API's (a proxy's
+        ``"choices": [null]``, a number for the content, token counts that are not numbers)."""
+        try:
+            usage = getattr(completion, "usage", None)
+            pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            ct = int(getattr(usage, "completion_tokens", 0) or 0)
+            choices = getattr(completion, "choices", None) or []
+            if not choices:
+                raise LLMError(f"LLM ({self.model}) returned no choices")
+            choice = choices[0]
+            content = getattr(choice.message, "content", None)
+            finish = getattr(choice, "finish_reason", None)
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"LLM ({self.model}) replied with a malformed chat completion: "
+                           f"{type(exc).__name__}: {exc}") from exc
+        if content is not None and not isinstance(content, str):
+            raise LLMError(f"LLM ({self.model}) reply content is a {type(content).__name__}, not text")
+        return pt, ct, replace_surrogates(content or ""), None if finish is None else str(finish)
 
     def _fail(self, exc: BaseException, started: float, retries: int, deadline: float) -> LLMError:
         self._usage.record(seconds=time.perf_counter() - started, retries=retries, failed=True)

@@ -27,7 +27,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from .coarsening import may_replace, says_change
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
-from .llm import LLMClient, LLMResponse, parse_json, system_user
+from .llm import LLMClient, LLMResponse, parse_json, past_thinking, system_user
 from .models import Entry
 from .text import COURTESY_WORDS, keywords, stem
 
@@ -123,27 +123,13 @@ def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
 
 
 #: The end of a reasoning model's draft (its start may be in the prompt's template).
-_THOUGHT_END = re.compile(r"</think>", re.I)
-_THOUGHT_START = re.compile(r"<think>", re.I)
-
-
-def _past_thinking(text: str) -> str:
-    """The reply after a reasoning model's draft: after its last ``</think>``; before a
-    ``<think>`` never closed (a reply cut off while drafting has no answer yet)."""
-    ends = list(_THOUGHT_END.finditer(text))
-    if ends:
-        return text[ends[-1].end():]
-    start = _THOUGHT_START.search(text)
-    return text[: start.start()] if start else text
-
-
 def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     """(answer, cited labels) from a reply; prose replies are taken as the answer.
 
     ``known``: the graph's fact labels; any other cited label (one written inside a quoted
     fact or the question, or made up) is dropped.
     """
-    reply = _past_thinking(resp.text)
+    reply = past_thinking(resp.text)
     try:
         data = parse_json(reply)
     except LLMError:

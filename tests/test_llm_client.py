@@ -31,12 +31,17 @@ def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
     ('prefix {not json} then {"ok": true}', {"ok": True}),
     ('[{"text": "x"}]', [{"text": "x"}]),
     ('{"a": "escaped \\" quote {"}', {"a": 'escaped " quote {'}),
+    # a reasoning model's draft is not its answer
+    ('<think>first guess {"city": "Porto"}</think>\n{"city": "Lisbon"}', {"city": "Lisbon"}),
 ])
 def test_parse_json_tolerant(text: str, expected: object) -> None:
     assert parse_json(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "   ", "no json here", "{unbalanced", "```json\n{bad}\n```"])
+@pytest.mark.parametrize("text", ["", "   ", "no json here", "{unbalanced", "```json\n{bad}\n```",
+                                  # cut off at max_tokens: its first entry is a part, not the reply
+                                  '{"entries": [{"text": "A", "ids": ["T1"]}, {"text": "B',
+                                  '<think>only a draft {"city": "Porto"}'])
 def test_parse_json_errors_are_llm_errors(text: str) -> None:
     with pytest.raises(LLMError):
         parse_json(text)
@@ -271,3 +276,25 @@ def test_the_guard_reaches_the_installed_http_stack() -> None:
 
     async_sdk = guard_http_client(openai.AsyncOpenAI(base_url="http://127.0.0.1:9", api_key="x", max_retries=0))
     assert isinstance(async_sdk._client._transport, _async_guard())
+
+
+@pytest.mark.parametrize("payload, message", [
+    ({"choices": [None]}, "malformed chat completion"),
+    ({"choices": [{"message": {"role": "assistant", "content": 123}, "finish_reason": "stop"}]}, "not text"),
+    ({"choices": [{"message": {"role": "assistant", "content": '{"a": 1}'}, "finish_reason": "stop"}],
+      "usage": {"prompt_tokens": "many"}}, "malformed chat completion"),
+    ({"choices": [{"message": {"role": "assistant", "content": '{"a": 1}'}, "finish_reason": "length"}]},
+     "cut off at max_tokens"),
+    ({"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "content_filter"}]},
+     "content filter"),
+])
+def test_a_reply_not_shaped_like_an_answer_is_an_llm_error(server: FakeOpenAIServer, payload: dict,
+                                                         message: str) -> None:
+    """A proxy's broken completion, a reply cut off or withheld: an LLMError naming it, never
+    a Python error from inside the client nor a shorter object taken for the answer."""
+    client = make_client(server, max_retries=0)
+    server.queue(lambda body: (200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                                     **payload}))
+    with pytest.raises(LLMError, match=message):
+        client.complete_json(MSGS)
+    assert client.usage["failures"] == 1

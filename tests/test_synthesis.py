@@ -362,9 +362,14 @@ def test_cited_labels_are_the_graphs_facts_only(server: FakeOpenAIServer) -> Non
              ('{\n  "answer": "2 pm at the', '"answer": "2 pm at the', []),
              # the template opened the draft; only its end is in the reply
              ('draft {"answer": "noon"} </think>{"answer": "2 pm", "fact_ids": ["F1"]}', "2 pm", ["F1"]),
-             ('<think>maybe {"answer": "noon"}', "not mentioned", []),  # cut off while drafting
              ("The kickoff is at 2 pm [1].", "The kickoff is at 2 pm [1].", [])]  # a citation is no answer
     for reply, text, labels in cases:
         server.queue(lambda body, reply=reply: (200, reply))
         ans = synthesize("When is the kickoff [F77]?", graph, client)
         assert (ans.text, ans.fact_ids) == (text, labels), reply
+    # Cut off while drafting, or empty: no answer at all, which is an error (not "not
+    # mentioned", a claim about the memory the model never made).
+    for reply in ('<think>maybe {"answer": "noon"}', ""):
+        server.queue(lambda body, reply=reply: (200, reply))
+        with pytest.raises(LLMError, match="reply is empty"):
+            synthesize("When is the kickoff?", graph, client)
