@@ -128,9 +128,13 @@ class AriadneMemory:
             self.close()
             return
         # The block's own error is the one the caller must see: a flush failing on the way
-        # out (its turns stay pending, durable) is logged, not raised in its place.
+        # out (its turns stay pending, durable) is logged, not raised in its place. An
+        # interrupt (Ctrl-C, a cancelled task) closes without extracting: with an LLM
+        # extractor that is one call per pending window, minutes on a slow model, and the
+        # turns are durable as they are.
+        interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
         try:
-            self.close()
+            self.close(flush=not interrupted)
         except AriadneMemError as close_error:
             log.warning("closing after %s: %s (the turns stay pending)", type(exc).__name__, close_error)
 

@@ -405,3 +405,28 @@ def test_the_blocks_own_error_survives_a_failing_close(make_memory, monkeypatch)
     other = make_memory("exit-2")
     with pytest.raises(ExtractionError), other:
         other.add([turn("Ana", "Ana likes kayaks.", 0)], user_id="ana")
+
+
+def test_an_interrupt_closes_without_extracting_and_loses_nothing(make_memory, store_location, monkeypatch):
+    """Ctrl-C inside a ``with`` block closes at once: extracting every pending window on
+    the way out (one LLM call each with an LLM extractor) would hold the interrupt for
+    minutes. The turns stay pending, durable, and the next open extracts them."""
+    from ariadnemem_core.memory import AriadneMemory
+
+    calls: list[int] = []
+    real_flush = AriadneMemory.flush
+
+    def counting(self, **kwargs):
+        calls.append(1)
+        return real_flush(self, **kwargs)
+
+    monkeypatch.setattr(AriadneMemory, "flush", counting)
+    mem = make_memory("interrupt")
+    with pytest.raises(KeyboardInterrupt), mem:
+        mem.add([turn("Ana", "Ana's kayak is red.", 0, "k1")], user_id="ana")
+        raise KeyboardInterrupt
+    assert calls == []
+    again = make_memory("interrupt")
+    assert again.stats("ana")["pending_turns"] == 1
+    again.flush()
+    assert any("k1" in e.source_turn_ids for e in again.entries("ana"))
