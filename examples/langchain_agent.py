@@ -112,33 +112,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true", help="always use the scripted model")
     args = parser.parse_args(argv)
 
-    store = args.store or tempfile.mkdtemp(prefix="ariadnemem-agent-")
-    embedder = HashEmbedder() if args.embedder == "hash" else MiniLMEmbedder()
-    with AriadneMemory(store, embedder=embedder) as memory:
-        if not memory.entries(USER_ID):
-            memory.add(demo_turns(), user_id=USER_ID)
-            memory.flush()
-        print(f"Memory at {memory.path}: {len(memory.entries(USER_ID))} entries for {USER_ID!r}")
+    # Without --store, a scratch directory that is removed on the way out.
+    with tempfile.TemporaryDirectory(prefix="ariadnemem-agent-") as scratch:
+        store = args.store or scratch
+        embedder = HashEmbedder() if args.embedder == "hash" else MiniLMEmbedder()
+        with AriadneMemory(store, embedder=embedder) as memory:
+            if not memory.entries(USER_ID):
+                memory.add(demo_turns(), user_id=USER_ID)
+                memory.flush()
+            print(f"Memory at {memory.path}: {len(memory.entries(USER_ID))} entries for {USER_ID!r}")
 
-        middleware = AriadneMemMiddleware(memory, user_id=USER_ID, user_speaker="Maya", ai_speaker="Assistant")
-        model = chat_model(args.offline)
-        print(f"Model: {type(model).__name__}")
-        agent = create_agent(
-            model,
-            tools=create_memory_tools(memory, USER_ID),
-            middleware=[middleware],
-            system_prompt="You are Maya's assistant. Answer briefly.",
-        )
-        for text in CONVERSATION:
-            print(f"\nUser: {text}")
-            result = agent.invoke({"messages": [HumanMessage(text)]})
-            graph = middleware.last_graph
-            recalled = len(graph.facts) if graph is not None else 0
-            tools_used = [m.name for m in result["messages"] if isinstance(m, ToolMessage)]
-            print(f"[memory] {recalled} facts recalled" + (f"; tools used: {', '.join(tools_used)}" if tools_used
-                                                           else ""))
-            print(f"Assistant: {result['messages'][-1].text}")
-        print(f"\nStored turns for {USER_ID!r}: {memory.stats(USER_ID)['turns_seen']}")
+            middleware = AriadneMemMiddleware(memory, user_id=USER_ID, user_speaker="Maya", ai_speaker="Assistant")
+            model = chat_model(args.offline)
+            print(f"Model: {type(model).__name__}")
+            agent = create_agent(
+                model,
+                tools=create_memory_tools(memory, USER_ID),
+                middleware=[middleware],
+                system_prompt="You are Maya's assistant. Answer briefly.",
+            )
+            for text in CONVERSATION:
+                print(f"\nUser: {text}")
+                result = agent.invoke({"messages": [HumanMessage(text)]})
+                graph = middleware.last_graph
+                recalled = len(graph.facts) if graph is not None else 0
+                tools_used = [m.name for m in result["messages"] if isinstance(m, ToolMessage)]
+                print(f"[memory] {recalled} facts recalled" + (f"; tools used: {', '.join(tools_used)}" if tools_used
+                                                               else ""))
+                print(f"Assistant: {result['messages'][-1].text}")
+            print(f"\nStored turns for {USER_ID!r}: {memory.stats(USER_ID)['turns_seen']}")
     return 0
 
 

@@ -56,39 +56,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true", help="always use MockLLM")
     args = parser.parse_args(argv)
 
-    store = args.store or tempfile.mkdtemp(prefix="ariadnemem-llama-")
-    embedder = HashEmbedder() if args.embedder == "hash" else MiniLMEmbedder()
-    llm, mock = make_llm(args.offline)
-    with AriadneMemory(store, embedder=embedder) as memory:
-        if not memory.entries(USER_ID):
-            memory.add(demo_turns(), user_id=USER_ID)
-            memory.flush()
-        print(f"Memory at {memory.path}: {len(memory.entries(USER_ID))} entries for {USER_ID!r}")
-        print(f"LLM: {type(llm).__name__}")
+    # Without --store, a scratch directory that is removed on the way out.
+    with tempfile.TemporaryDirectory(prefix="ariadnemem-llama-") as scratch:
+        store = args.store or scratch
+        embedder = HashEmbedder() if args.embedder == "hash" else MiniLMEmbedder()
+        llm, mock = make_llm(args.offline)
+        with AriadneMemory(store, embedder=embedder) as memory:
+            if not memory.entries(USER_ID):
+                memory.add(demo_turns(), user_id=USER_ID)
+                memory.flush()
+            print(f"Memory at {memory.path}: {len(memory.entries(USER_ID))} entries for {USER_ID!r}")
+            print(f"LLM: {type(llm).__name__}")
 
-        # 1. query engine over the retriever
-        engine = RetrieverQueryEngine.from_args(AriadneMemRetriever(memory, USER_ID), llm=llm)
-        for question in QUESTIONS:
-            response = engine.query(question)
-            print(f"\nQ: {question}")
-            for hit in response.source_nodes:
-                meta: dict[str, Any] = hit.node.metadata
-                fast = f", fast path: {meta['fast_path']}" if meta.get("fast_path") else ""
-                print(f"Evidence ({meta['num_facts']} facts{fast}, score {hit.score:.2f}):")
-                print(indent(hit.node.get_content()))
-            answer = str(response)
-            if mock:
-                answer = f"[MockLLM echoes its {len(answer)}-character prompt; the evidence above is in it]"
-            print(f"A: {answer}")
+            # 1. query engine over the retriever
+            engine = RetrieverQueryEngine.from_args(AriadneMemRetriever(memory, USER_ID), llm=llm)
+            for question in QUESTIONS:
+                response = engine.query(question)
+                print(f"\nQ: {question}")
+                for hit in response.source_nodes:
+                    meta: dict[str, Any] = hit.node.metadata
+                    fast = f", fast path: {meta['fast_path']}" if meta.get("fast_path") else ""
+                    print(f"Evidence ({meta['num_facts']} facts{fast}, score {hit.score:.2f}):")
+                    print(indent(hit.node.get_content()))
+                answer = str(response)
+                if mock:
+                    answer = f"[MockLLM echoes its {len(answer)}-character prompt; the evidence above is in it]"
+                print(f"A: {answer}")
 
-        # 2. the memory block in a chat Memory
-        block = AriadneMemBlock(memory=memory, user_id=USER_ID)
-        chat = Memory.from_defaults(token_limit=4000, memory_blocks=[block])
-        chat.put(ChatMessage(role="user", content="Hi! I'm packing for my trip."))
-        messages = chat.get(input="What is Maya's phone number?")
-        print("\nChat memory with the AriadneMem block, for 'What is Maya's phone number?':")
-        for m in messages:
-            print(indent(f"{m.role.value}: {m.content}"))
+            # 2. the memory block in a chat Memory
+            block = AriadneMemBlock(memory=memory, user_id=USER_ID)
+            chat = Memory.from_defaults(token_limit=4000, memory_blocks=[block])
+            chat.put(ChatMessage(role="user", content="Hi! I'm packing for my trip."))
+            messages = chat.get(input="What is Maya's phone number?")
+            print("\nChat memory with the AriadneMem block, for 'What is Maya's phone number?':")
+            for m in messages:
+                print(indent(f"{m.role.value}: {m.content}"))
     return 0
 
 

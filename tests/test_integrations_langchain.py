@@ -297,7 +297,8 @@ def test_middleware_keeps_an_oversize_message(tmp_path: Path) -> None:
     from ariadnemem_core import MAX_TEXT_CHARS
     from ariadnemem_integrations.langchain import AriadneMemMiddleware
 
-    log = " ".join(f"line{i} ok." for i in range(MAX_TEXT_CHARS // 9 + 2_000))
+    # Long lines, few sentences: the split is under test, not the extraction of 20,000 of them.
+    log = "\n".join(f"line{i} " + "ok " * 60 for i in range(MAX_TEXT_CHARS // 190 + 200))
     with AriadneMemory(tmp_path / "mw", embedder=HashEmbedder()) as mem:
         middleware = AriadneMemMiddleware(mem, user_id=USER, user_speaker="Maya", ai_speaker="Assistant")
         result = _agent(_fake("Got the log."), middleware).invoke(

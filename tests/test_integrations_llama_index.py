@@ -151,7 +151,8 @@ async def test_block_keeps_a_batch_with_an_oversize_message(tmp_path: Path) -> N
     whole batch, so none of them was kept)."""
     from ariadnemem_core.models import MAX_TEXT_CHARS
 
-    log = " ".join(f"line{i} ok." for i in range(MAX_TEXT_CHARS // 9 + 2_000))
+    # Long lines, few sentences: the split is under test, not the extraction of 20,000 of them.
+    log = "\n".join(f"line{i} " + "ok " * 60 for i in range(MAX_TEXT_CHARS // 190 + 200))
     with AriadneMemory(tmp_path / "block", embedder=HashEmbedder()) as mem:
         block = AriadneMemBlock(memory=mem, user_id="ravi", speakers={"user": "Ravi", "assistant": "Bot"})
         await block.aput([ChatMessage(role="user", content="My cat Biscuit is afraid of thunderstorms."),
