@@ -338,6 +338,16 @@ def _capped_timeouts(request: Any, remaining: float) -> None:
     }
 
 
+def _check_encoding(headers: Any) -> None:
+    """Refuse a compressed reply: the size guard counts the bytes that arrive, and a
+    megabyte of gzip decodes to a gigabyte of JSON in memory. Every request asks for
+    ``identity``; a server that compresses anyway is refused unread."""
+    encoding = str(headers.get("content-encoding", "") or "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _ReplyTooLarge(f"reply compressed ({encoding}) although an uncompressed one was asked for: "
+                             f"its size cannot be bounded before it is decoded")
+
+
 def _check_chunk(total: int, deadline: float | None, request: Any) -> None:
     import httpx2
 
@@ -348,9 +358,11 @@ def _check_chunk(total: int, deadline: float | None, request: Any) -> None:
 
 
 def _prepare(request: Any) -> float | None:
-    """The running call's deadline, after capping ``request``'s timeouts at the time left."""
+    """The running call's deadline, after capping ``request``'s timeouts at the time left.
+    The request asks for an uncompressed reply (see :func:`_check_encoding`)."""
     import httpx2
 
+    request.headers["Accept-Encoding"] = "identity"
     deadline = _DEADLINE.get()
     if deadline is not None:
         remaining = deadline - time.monotonic()
@@ -386,6 +398,11 @@ def _sync_guard() -> type:
         def handle_request(self, request: Any) -> Any:
             deadline = _prepare(request)
             resp = self.inner.handle_request(request)
+            try:
+                _check_encoding(resp.headers)
+            except _ReplyTooLarge:
+                resp.close()
+                raise
             return httpx2.Response(resp.status_code, headers=resp.headers, extensions=resp.extensions,
                                    stream=GuardedStream(resp.stream, deadline, request))
 
@@ -500,6 +517,11 @@ def _async_guard() -> type:
         async def handle_async_request(self, request: Any) -> Any:
             deadline = _prepare(request)
             resp = await self.inner.handle_async_request(request)
+            try:
+                _check_encoding(resp.headers)
+            except _ReplyTooLarge:
+                await resp.aclose()
+                raise
             return httpx2.Response(resp.status_code, headers=resp.headers, extensions=resp.extensions,
                                    stream=AsyncGuardedStream(resp.stream, deadline, request))
 
@@ -818,6 +840,9 @@ class LLMClient:
                             f"{self.timeout:g} s after {retries + 1} attempt(s): {_describe(exc)}")
         cause = exc.__cause__ or exc.__context__
         if isinstance(exc, _ReplyTooLarge) or isinstance(cause, _ReplyTooLarge):
+            why = str(exc if isinstance(exc, _ReplyTooLarge) else cause)
+            if "compressed" in why:
+                return LLMError(f"LLM reply from {where} (model {self.model}) was {why}; refused")
             return LLMError(f"LLM reply from {where} (model {self.model}) is too large "
                             f"(over {MAX_REPLY_BYTES} bytes); refused")
         return LLMError(

@@ -28,6 +28,7 @@ A callable cue gets the request body and returns ``(status, content_or_payload)`
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import threading
@@ -57,6 +58,8 @@ class FakeOpenAIServer:
         self.drip_s = 1.0
         self.huge_chars = 5_000_000
         self.requests: list[dict[str, Any]] = []
+        #: The Accept-Encoding of each raw-cue request (what the client asked for).
+        self.encodings: list[str] = []
         self._cues: deque[Any] = deque()
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -99,7 +102,8 @@ class FakeOpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    if cue in ("drip", "endless", "html"):
+                    if cue in ("drip", "endless", "html", "gzip"):
+                        server.encodings.append(self.headers.get("accept-encoding", ""))
                         _send_raw(self, server, cue, body)
                         return
                     status, payload, delay = server._respond(cue, body)
@@ -223,6 +227,15 @@ class FakeOpenAIServer:
 
 def _send_raw(self: BaseHTTPRequestHandler, server: FakeOpenAIServer, cue: str, body: dict[str, Any]) -> None:
     """The replies that are not one JSON document: an HTML page, a drip, an endless body."""
+    if cue == "gzip":  # a small completion, compressed although identity was asked for
+        packed = gzip.compress(json.dumps(server.completion(body, '{"answer": "ok"}')).encode())
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-encoding", "gzip")
+        self.send_header("content-length", str(len(packed)))
+        self.end_headers()
+        self.wfile.write(packed)
+        return
     if cue == "html":
         page = b"<html><body><h1>Welcome</h1>Please log in.</body></html>"
         self.send_response(200)

@@ -294,6 +294,17 @@ def test_huge_llm_reply_is_refused(server: FakeOpenAIServer) -> None:
     assert server.count == 1  # not retried
 
 
+def test_a_compressed_reply_is_refused_unread(server: FakeOpenAIServer) -> None:
+    """The size guard counts the bytes that arrive: a megabyte of gzip would decode to a
+    gigabyte in memory. The client asks for an uncompressed reply and refuses one that is
+    compressed anyway, without retrying."""
+    server.default = "gzip"
+    client = fake_client(server, max_retries=2)
+    with pytest.raises(LLMError, match="compressed"):
+        client.chat(MSGS)
+    assert server.count == 1 and server.encodings == ["identity"]
+
+
 def test_html_reply_is_named(server: FakeOpenAIServer) -> None:
     server.default = "html"
     with pytest.raises(LLMError, match=r"HTML|not a chat completion"):
