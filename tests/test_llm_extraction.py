@@ -116,11 +116,13 @@ def test_invalid_reply_is_retried_with_a_note(server: FakeOpenAIServer, bad: str
 
 
 @pytest.mark.parametrize("bad", ["invalid", "bad_ids", "no_text"])
-def test_persistent_invalid_reply_falls_back_to_rules(server: FakeOpenAIServer, bad: str) -> None:
+def test_persistent_invalid_reply_falls_back_to_rules(server: FakeOpenAIServer, bad: str, caplog) -> None:
     server.default = bad
     ex = LLMExtractor(fake_client(server))
     turns = make_turns(5)
-    entries = ex.extract(turns, ExtractionContext())
+    with caplog.at_level("WARNING", logger="ariadnemem_core.extraction.llm"):
+        entries = ex.extract(turns, ExtractionContext())
+    assert any("fell back to the rule extractor" in r.getMessage() for r in caplog.records)  # an operator sees it
     assert_covered(entries, turns)
     assert server.count == 2  # 1 + retries
     assert ex.stats["fallback_windows"] == 1 and ex.stats["llm_ok"] == 0
@@ -240,10 +242,16 @@ def test_validate_output_schema() -> None:
     for bad in ({"entries": []}, {"foo": 1}, {"entries": [{"text": "", "source_turn_ids": ["T1"]}]},
                 {"entries": [{"text": "x", "source_turn_ids": []}]},
                 {"entries": [{"text": "x", "source_turn_ids": ["T3"]}]},
-                {"entries": [{"text": "x", "source_turn_ids": ["T1"], "keywords": [1]}]},
-                {"entries": [{"text": "x", "source_turn_ids": ["T1"], "location": 5}]}, "text"):
+                {"entries": [{"text": "x", "source_turn_ids": ["T1"], "keywords": [{"k": 1}]}]},
+                {"entries": [{"text": "x", "source_turn_ids": ["T1"], "location": 5}]}, "text",
+                # thousands of entries for two short turns: a runaway reply, not an extraction
+                {"entries": [{"text": f"fact {i}", "source_turn_ids": ["T1"]} for i in range(2_000)]}):
         with pytest.raises(ValueError):
             validate_output(bad, turns)
+    # A year given as a number is the same keyword, not a reason to drop the window's entries.
+    kept = validate_output({"entries": [{"text": "x", "source_turn_ids": ["T1"], "keywords": ["lisbon", 2024, None]}]},
+                           turns)
+    assert kept[0]["keywords"] == ["lisbon", "2024"]
 
 
 def test_image_caption_in_prompt() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -34,6 +35,8 @@ from ..models import Entry, Turn, new_id
 from ..text import WEEKDAY_TITLES
 from . import grounding as g
 from .rules import ExtractionContext, callers_metadata, cover
+
+log = logging.getLogger(__name__)
 
 #: Stable instructions (sent first, so servers can cache them across windows).
 EXTRACTION_SYSTEM_PROMPT = """\
@@ -93,6 +96,10 @@ Earlier turns, for resolving references only (do not extract them):
 RETRY_NOTE = ("\nNote: a previous reply was rejected ({reason}). "
               "Follow the JSON shape exactly and cite only ids T1 to {last_id}.")
 
+#: Most entries a reply may give: ``MIN_ENTRIES_PER_TURN`` per turn, or one per
+#: ``CHARS_PER_ENTRY`` characters of a long turn (an atomic fact is a sentence or more).
+MIN_ENTRIES_PER_TURN = 20
+CHARS_PER_ENTRY = 40
 _LIST_FIELDS = ("keywords", "persons", "entities")
 _OPT_STR_FIELDS = ("location", "topic")
 #: How many earlier turns are shown as context.
@@ -150,10 +157,18 @@ def _as_str_list(value: Any, name: str, i: int) -> list[str]:
         return []
     if isinstance(value, str):  # a common small-model slip: one string instead of a list
         value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         raise InvalidExtraction(f"entries[{i}].{name} must be a list of strings")
     out: list[str] = []
     for v in value:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            # A year or a count given as a number (["lisbon", 2024]): its text is the same
+            # keyword; refusing it threw away the whole window's entries for the rules'.
+            v = str(v)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise InvalidExtraction(f"entries[{i}].{name} must be a list of strings")
         v = v.strip()
         if v and v not in out:
             out.append(v)
@@ -185,6 +200,11 @@ def validate_output(data: Any, turns: Sequence[Turn]) -> list[dict[str, Any]]:
     an object whose only list value holds the entries. Raises :class:`InvalidExtraction` naming the first problem.
     """
     items = _entries_of(data)
+    cap = sum(max(MIN_ENTRIES_PER_TURN, len(t.text) // CHARS_PER_ENTRY) for t in turns)
+    if len(items) > cap:
+        # A reply of thousands of entries for a few turns is no extraction: embedding and
+        # coarsening them held the user's write lock for minutes.
+        raise InvalidExtraction(f"{len(items)} entries for {len(turns)} turn(s), more than the {cap} they can hold")
     index: dict[str, int] = {}
     for pos, t in enumerate(turns):
         index[f"T{pos + 1}"] = pos
@@ -406,6 +426,10 @@ class LLMExtractor:
 
     def _fallback(self, turns: Sequence[Turn], context: ExtractionContext) -> list[Entry]:
         self._bump("fallback_windows")
+        # Said where an operator looks: a wrong key or a dead server otherwise showed only
+        # in stats() while every window quietly went to the rules.
+        log.warning("LLM extraction of a %d-turn window fell back to the rule extractor: %s",
+                    len(turns), self.last_error or "no usable reply")
         entries = list(self._rules().extract(list(turns), context))
         for e in entries:
             e.metadata.setdefault("extractor", "rule-fallback")
