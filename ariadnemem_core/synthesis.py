@@ -123,6 +123,10 @@ def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
 
 
 #: The end of a reasoning model's draft (its start may be in the prompt's template).
+#: Control characters an answer never needs (NUL and the like; newlines and tabs stay).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     """(answer, cited labels) from a reply; prose replies are taken as the answer.
 
@@ -134,16 +138,9 @@ def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
         data = parse_json(reply)
     except LLMError:
         data = None
-    answer: Any = None
-    cited: Any = []
-    if isinstance(data, dict):
-        # "answer": null is the model saying it found nothing.
-        answer = NOT_FOUND if "answer" in data and data["answer"] is None else data.get("answer")
-        if answer is None:  # a model that renamed the key: take its first scalar value
-            answer = next((v for v in data.values() if isinstance(v, str | int | float)), None)
-        cited = data.get("fact_ids") or []
-    elif isinstance(data, str | int | float):
-        answer = data
+    answer, cited = _json_answer(data, resp, reply)
+    if answer is None and resp.finish_reason == "length" and reply.lstrip().startswith(("{", "[")):
+        raise LLMError(f"LLM ({resp.model}) reply was cut off at max_tokens inside its JSON")
     if answer is None:
         # Prose: its first line that is more than a bracket (a reply cut off in its JSON
         # is "{" on its first line).
@@ -152,13 +149,33 @@ def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     if isinstance(answer, list):
         answer = ", ".join(str(a) for a in answer)
     # Bounded like any stored text: a runaway model must not hand back megabytes.
-    text = str(answer).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
+    text = _CONTROL.sub("", str(answer)).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
     labels = list(dict.fromkeys(c for c in cited if isinstance(c, str) and c in known)) \
         if isinstance(cited, list) else []
     named = _only_labels(text)
     if named and all(label in known for label in named):
         labels = list(dict.fromkeys([*named, *labels]))
     return text, labels
+
+
+def _json_answer(data: Any, resp: LLMResponse, reply: str) -> tuple[Any, Any]:
+    """(answer, cited labels) of a reply that parsed as JSON; (None, []) for one to read as
+    prose. A JSON object with no answer in it is an :class:`LLMError`."""
+    if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
+        data = data[0]  # the object, wrapped in a list
+    if isinstance(data, str | int | float):
+        return data, []
+    if not isinstance(data, dict):
+        return None, []
+    # "answer": null is the model saying it found nothing.
+    answer = NOT_FOUND if "answer" in data and data["answer"] is None else data.get("answer")
+    if answer is None:  # a model that renamed the key: take its first scalar value
+        answer = next((v for k, v in data.items() if k != "fact_ids" and isinstance(v, str | int | float)), None)
+    if isinstance(answer, dict):  # {"answer": {"city": "Lisbon"}}
+        answer = "; ".join(f"{k}: {v}" for k, v in answer.items())
+    if answer is None:
+        raise LLMError(f"LLM ({resp.model}) reply has no answer: {reply.strip()[:120]!r}")
+    return answer, data.get("fact_ids") or []
 
 
 def spell_out_labels(text: str, graph: Any) -> str:

@@ -373,3 +373,24 @@ def test_cited_labels_are_the_graphs_facts_only(server: FakeOpenAIServer) -> Non
         server.queue(lambda body, reply=reply: (200, reply))
         with pytest.raises(LLMError, match="reply is empty"):
             synthesize("When is the kickoff?", graph, client)
+
+
+def test_off_schema_answers_are_read_or_refused(server: FakeOpenAIServer) -> None:
+    """An answer wrapped in a list or given as an object is read as the answer; an object
+    with no answer in it, or a JSON reply cut off at max_tokens, is an LLMError (never the
+    raw JSON shown as the answer); control characters never reach the caller."""
+    graph = FakeGraph([FakeFact("Maya moved to Lisbon.", datetime(2024, 3, 4, tzinfo=UTC), 0.9)])
+    client = fake_client(server)
+    for reply, text in (('[{"answer": "Lisbon", "fact_ids": ["F1"]}]', "Lisbon"),
+                        ('{"answer": {"city": "Lisbon"}}', "city: Lisbon"),
+                        ('{"answer": "Lis\\u0000bon"}', "Lisbon")):
+        server.queue(lambda body, reply=reply: (200, reply))
+        assert synthesize("Where does Maya live?", graph, client).text == text, reply
+    server.queue(lambda body: (200, '{"fact_ids": ["F1"]}'))
+    with pytest.raises(LLMError, match="no answer"):
+        synthesize("Where does Maya live?", graph, client)
+    cut = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+           "choices": [{"message": {"role": "assistant", "content": '{"answer": "Lis'}, "finish_reason": "length"}]}
+    server.queue(lambda body: (200, cut))
+    with pytest.raises(LLMError, match="cut off"):
+        synthesize("Where does Maya live?", graph, client)
