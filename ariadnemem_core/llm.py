@@ -600,7 +600,11 @@ class LLMClient:
     ) -> None:
         env = os.environ
         self.model = model or env.get(ENV_MODEL) or DEFAULT_MODEL
-        self.base_url = base_url or env.get(ENV_BASE_URL) or None
+        self.base_url = (base_url or env.get(ENV_BASE_URL) or "").strip() or None
+        if self.base_url is not None and not re.match(r"https?://[^/\s]", self.base_url, re.I):
+            # "localhost:11434/v1" failed four attempts later as "Connection error".
+            raise LLMError(f"LLM base URL {self.base_url!r} ({ENV_BASE_URL} or base_url=) must start with "
+                           f"http:// or https://, e.g. http://localhost:11434/v1")
         key = api_key or env.get(ENV_API_KEY) or None
         if key is None and self.base_url:
             key = PLACEHOLDER_API_KEY
@@ -614,8 +618,8 @@ class LLMClient:
                 timeout = float(env.get(ENV_TIMEOUT, DEFAULT_TIMEOUT_S))
             except ValueError as exc:
                 raise LLMError(f"{ENV_TIMEOUT} must be a number of seconds") from exc
-        if timeout <= 0:
-            raise LLMError("timeout must be positive")
+        if not 0 < timeout < float("inf"):  # NaN and inf failed only after an attempt
+            raise LLMError(f"the LLM timeout must be a positive, finite number of seconds, got {timeout!r}")
         if max_retries < 0:
             raise LLMError("max_retries must be >= 0")
         self.timeout = float(timeout)

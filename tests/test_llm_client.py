@@ -71,6 +71,21 @@ def test_from_env_base_url_only(monkeypatch: pytest.MonkeyPatch) -> None:
     assert LLMClient(model="explicit").model == "explicit"
 
 
+@pytest.mark.parametrize(("var", "value", "message"), [
+    ("OPENAI_BASE_URL", "localhost:11434/v1", "must start with http"),
+    ("ARIADNEMEM_LLM_TIMEOUT", "nan", "positive, finite"),
+    ("ARIADNEMEM_LLM_TIMEOUT", "inf", "positive, finite"),
+    ("ARIADNEMEM_LLM_TIMEOUT", "-5", "positive, finite"),
+])
+def test_a_bad_setting_is_refused_before_any_call(monkeypatch: pytest.MonkeyPatch, var: str, value: str,
+                                                  message: str) -> None:
+    """Said at once, not as "Connection error" or an OverflowError after an attempt."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv(var, value)
+    with pytest.raises(LLMError, match=message):
+        LLMClient()
+
+
 # ---------------------------------------------------------------- calls
 def test_good_json_and_usage(server: FakeOpenAIServer) -> None:
     server.answer = "fine"
