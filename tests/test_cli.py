@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
@@ -895,3 +896,15 @@ def test_a_store_built_without_a_model_is_read_with_its_own_embedder(capsys, tmp
     for args in (("stats",), ("doctor", "--check-only"), ("export", tmp_path / "h.jsonl")):
         code, _, err = run(capsys, *args, "--store", store)
         assert code == 0, (args, err)
+
+
+@pytest.mark.parametrize(("content", "message"), [('{}\n{}\n', "is not JSON"),
+                                                  ('[{"sample_id": "a"}]', "is not a LoCoMo file")])
+def test_bench_locomo_names_a_file_that_is_not_locomo(capsys, tmp_path: Path, content: str, message: str) -> None:
+    """One error line before any work, not a traceback from inside the loader."""
+    data = tmp_path / "data.json"
+    data.write_text(content, encoding="utf-8")
+    code, _, err = run(capsys, "bench", "locomo", str(data), "--out", str(tmp_path / "out"))
+    said = " ".join(re.sub(r"[│╭╮╰╯─]", " ", err).split())  # the words, out of rich's box
+    assert code == 2 and message in said and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

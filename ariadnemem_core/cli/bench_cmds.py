@@ -36,9 +36,20 @@ def _csv(values: list[str] | None) -> list[str]:
 
 
 def _check_ids(path: Path, wanted: list[str]) -> None:
-    from ..bench.locomo import sample_ids
+    """The file is a LoCoMo file (read once, so a malformed one is one line, not a
+    traceback half-way through a run) and has the conversations asked for."""
+    import json
 
-    known = sample_ids(path)
+    from ..bench.locomo import load_locomo, sample_ids
+
+    try:
+        load_locomo(path)
+        known = sample_ids(path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"{path} is not JSON: {exc}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise typer.BadParameter(f"{path} is not a LoCoMo file (a list of samples with sample_id, "
+                                 f"conversation and qa): {type(exc).__name__}: {exc}") from None
     unknown = [w for w in wanted if w not in known]
     if unknown:
         raise typer.BadParameter(f"unknown conversation ids {unknown}; the file has {', '.join(known)}")
