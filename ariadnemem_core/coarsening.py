@@ -35,7 +35,7 @@ from enum import StrEnum
 from .config import Config
 from .limits import bounded_list
 from .models import Entry
-from .text import MONTHS, STOPWORDS, TITLES, WEEKDAY_ABBR, WEEKDAYS, letter_words, stem, value_tokens
+from .text import MONTHS, STOPWORDS, TITLES, WEEKDAY_ABBR, WEEKDAYS, letter_words, says_nothing_new, stem, value_tokens
 
 
 class Action(StrEnum):
@@ -1507,9 +1507,12 @@ def decide(new: Entry, candidates: Sequence[tuple[Entry, float]], config: Config
                      key=lambda cs: -cs[1])
     for cand, sim in similar:
         ovl = keyword_overlap(new_terms, terms(cand))
-        # A MERGE drops the new text, so it needs the same values too: "Parcel p1x5
-        # arrived" and "Parcel p2x5 arrived" share every keyword but state different ids.
-        if ovl > config.lambda_ovlp and not value_changed(cand, new):
+        # A MERGE drops the new text, so the old must say all it says: the same values
+        # ("Parcel p1x5 arrived" and "Parcel p2x5 arrived" share every keyword but state
+        # different ids), and the same words in the same order, negations included ("does
+        # cover" / "does not cover", "size M" / "size L", "$5,000" / "€5,000"), which
+        # keywords and a cosine above 0.85 do not tell apart.
+        if ovl > config.lambda_ovlp and not value_changed(cand, new) and says_nothing_new(new.text, cand.text):
             return CoarsenDecision(Action.MERGE, cand.id, sim, ovl)
     if not config.link_requires_value_change:  # the paper's rule
         if similar:

@@ -159,43 +159,66 @@ def is_specific(entry: Entry) -> bool:
                 or "[shared image:" in entry.text or _SPECIFIC_RE.search(entry.text))
 
 
-def low_information(entries: Sequence[Entry], embedder: Embedder, config: Config) -> list[bool]:
-    """Per entry, whether it is phatic: no specific value (:func:`is_specific`), at most
-    ``Config.low_info_max_content_words`` content words (:func:`content_words`), and its
-    :func:`bare_text` within ``Config.low_info_similarity`` (cosine) of a phatic prototype.
+#: Where a sentence splits into clauses for the phatic test: "Bye, I quit!" is two.
+_CLAUSE_SPLIT_RE = re.compile(r"\s*(?:[,;:.!?\u2026]+|\s[-\u2013\u2014]+)\s*")
 
-    All three must hold, so a short statement with content ("I'm excited!", "Yes,
-    twice.") stays: it is far from every prototype. Only the few candidates that pass the
-    two lexical tests are embedded (one batch); their stored vectors are not used, because
-    names and a question's context (``Config.context_embedding``) dominate them.
+
+def clauses(text: str) -> list[str]:
+    """The clauses of a short text, split at punctuation and dashes, empty ones left out."""
+    return [c for c in _CLAUSE_SPLIT_RE.split(text) if c.strip()]
+
+
+def low_information(entries: Sequence[Entry], embedder: Embedder, config: Config,
+                    answers: Sequence[bool] | None = None) -> list[bool]:
+    """Per entry, whether it is phatic: no specific value (:func:`is_specific`), at most
+    ``Config.low_info_max_content_words`` content words (:func:`content_words`), and every
+    clause of its :func:`bare_text` within ``Config.low_info_similarity`` (cosine) of a
+    phatic prototype.
+
+    All must hold, so a short statement with content ("I'm excited!", "Yes, twice.") stays:
+    it is far from every prototype. Each clause is judged on its own: a courtesy joined to
+    a fact by a comma ("No problem, I'm a nurse.", "Bye, I quit!") reads as phatic as a
+    whole sentence, and the fact is in the other clause. An entry of a reply to a question
+    (``answers``: "Okay, go ahead." to "Transfer the deposit?") is never phatic: it is
+    the answer. Only the few candidates that pass the lexical tests are embedded (one
+    batch); their stored vectors are not used, because names and a question's context
+    (``Config.context_embedding``) dominate them.
     """
     if not (config.enable_gating and config.enable_low_info_gate) or not entries:
         return [False] * len(entries)
     candidates = [i for i, e in enumerate(entries)
-                  if len(content_words(e)) <= config.low_info_max_content_words and not is_specific(e)]
+                  if len(content_words(e)) <= config.low_info_max_content_words and not is_specific(e)
+                  and not (answers is not None and answers[i])]
     out = [False] * len(entries)
-    bare = [bare_text(entries[i]) for i in candidates]
-    candidates = [i for i, b in zip(candidates, bare, strict=True) if b]
-    bare = [b for b in bare if b]
+    parts = {i: clauses(bare_text(entries[i])) for i in candidates}
+    candidates = [i for i in candidates if parts[i]]
     if not candidates:
         return out
+    flat = [c for i in candidates for c in parts[i]]
     protos = phatic_prototypes(embedder)
-    sims = np.asarray(embedder.embed(bare), dtype=np.float32) @ protos.T
-    for i, best in zip(candidates, sims.max(axis=1), strict=True):
-        out[i] = float(best) >= config.low_info_similarity
+    best = iter((np.asarray(embedder.embed(flat), dtype=np.float32) @ protos.T).max(axis=1))
+    for i in candidates:
+        out[i] = all([float(next(best)) >= config.low_info_similarity for _ in parts[i]])
     return out
 
 
 def drop_low_information(per_turn: list[list[Entry]], keep: list[bool], embedder: Embedder,
-                         config: Config, stats: dict[str, int]) -> tuple[list[list[Entry]], list[bool]]:
+                         config: Config, stats: dict[str, int],
+                         answers: Sequence[bool] | None = None) -> tuple[list[list[Entry]], list[bool]]:
     """Phase I hook: remove phatic entries from each kept turn; a turn left with none is
     gated (``keep`` False). Counts ``gate_low_info`` (turns) and ``gate_low_info_entries``.
+    ``answers``: per turn, whether it replies to a question; such a reply is the answer
+    when it is a single entry (see :func:`low_information`).
 
     Returns:
         The turns' remaining entries and the updated keep flags.
     """
     flat = [e for group, k in zip(per_turn, keep, strict=True) if k for e in group]
-    phatic = iter(low_information(flat, embedder, config))
+    # A reply that says one thing is the answer; in a longer one the answer is in its
+    # content, and a courtesy that opens or closes it is not.
+    replies = None if answers is None else [
+        a and len(group) == 1 for group, k, a in zip(per_turn, keep, answers, strict=True) if k for _ in group]
+    phatic = iter(low_information(flat, embedder, config, replies))
     groups: list[list[Entry]] = []
     flags: list[bool] = []
     dropped_entries = dropped_turns = 0

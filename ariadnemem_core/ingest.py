@@ -10,7 +10,7 @@ entries. The steps live in their own modules (:mod:`.gating`, :mod:`.extraction`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -25,7 +25,7 @@ from .extraction.rules import cover
 from .limits import check_entry, replace_surrogates
 from .models import Entry, Scope, Turn, UpdateEdge
 from .store import PendingConflict, Store, WindowCommit
-from .text import stem
+from .text import says_nothing_new, stem
 
 #: Entries of the current window each new entry is compared with during coarsening (the
 #: most recent ones). Comparing with every earlier entry of the window made one long turn
@@ -185,7 +185,9 @@ class Ingestor:
         # the provenance of the memory it repeats (below), so nothing it said is lost.
         echoes = {i: d.nearest.id for i, d in enumerate(decisions)
                   if not keep[i] and d.reason == "redundant" and d.nearest is not None}
-        per_turn, keep = gating.drop_low_information(per_turn, keep, self.embedder, cfg, stats)
+        # A reply to a question that ends the turn before it is an answer, never courtesy.
+        replies = [bool(q) and _ends_asking((turns[i - 1] if i else previous[-1]).text) for i, q in enumerate(asked)]
+        per_turn, keep = gating.drop_low_information(per_turn, keep, self.embedder, cfg, stats, replies)
         kept = [t for t, k in zip(turns, keep, strict=True) if k]
         stats["gate_kept"] = len(kept)
         stats["gate_dropped"] = len(turns) - len(kept)
@@ -216,9 +218,11 @@ class Ingestor:
     def _confirm_repeats(self, scope: Scope, per_turn: list[list[Entry]], keep: list[bool]) -> list[bool]:
         """A turn the gate found redundant as a whole stays out only when what it says is
         already there: every entry of it is a near-repeat (cosine > ``lambda_red``) of a
-        stored memory or of an entry of a turn kept in this window, and every word and
-        number it says is said by those. A message that repeats one thing and adds another
-        ("... Also my budget is $40.") is kept."""
+        stored memory or of an entry of a turn kept in this window that says all it says,
+        in the same order, negations included (:func:`~.text.says_nothing_new`). A message
+        that repeats one thing and adds another ("... Also my budget is $40.") is kept, and
+        so is one that differs by a "not", a letter ("seat 14C"), a sign or a swapped
+        order ("Bob owes Alice"), which a cosine above 0.9 does not tell apart."""
         doubtful = [i for i, k in enumerate(keep) if not k and per_turn[i]]
         if not doubtful:
             return keep
@@ -236,9 +240,7 @@ class Ingestor:
                 near[e.id] += [kept[j] for j in np.flatnonzero(row > lam)]
         out = list(keep)
         for i in doubtful:
-            said = [n for e in per_turn[i] for n in near[e.id]]
-            out[i] = any(not near[e.id] for e in per_turn[i]) or bool(
-                _said_words(per_turn[i]) - _said_words(said))
+            out[i] = not all(any(says_nothing_new(e.text, n.text) for n in near[e.id]) for e in per_turn[i])
         return out
 
     def _echo(self, scope: Scope, echoes: dict[str, str], commit: WindowCommit, aliases: dict[str, str]) -> None:
@@ -464,9 +466,9 @@ def _attributes(entry: Entry, target_id: str) -> list[tuple[str, str, str, str, 
     return [(subject, str(a).lower(), str(v), target_id, ts) for a, v in attrs.items()]
 
 
-_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+#: A text that ends by asking: its last "?" is followed only by spaces, punctuation or emoji.
+_ENDS_ASKING_RE = re.compile(r"\?[\W_]*$")
 
 
-def _said_words(entries: Sequence[Entry]) -> set[str]:
-    """The content words and numbers a group of entries says (for "nothing new")."""
-    return {k.lower() for e in entries for k in e.keywords} | {n for e in entries for n in _NUMBER_RE.findall(e.text)}
+def _ends_asking(text: str) -> bool:
+    return bool(_ENDS_ASKING_RE.search(text))

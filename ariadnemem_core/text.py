@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -236,13 +237,90 @@ def stem(word: str) -> str:
     return str(_stemmer().stem(word.lower()))
 
 
+# --------------------------------------------------------------------------- what is said
+#: Words that never change what a sentence states: articles and the fillers of speech.
+INERT_WORDS = frozenset({"a", "an", "the", "and", "so", "just", "really", "very", "also", "oh", "um", "uh",
+                         "er", "hmm", "ah"})
+#: The words whose absence turns a statement into its opposite ("I am not allergic" / "I am
+#: allergic"): a restatement may leave out anything but these.
+NEGATIONS = frozenset({"not", "no", "never", "nobody", "none", "nothing", "neither", "nor", "without",
+                       "cannot", "nowhere"})
+#: Single characters that carry a value: currency, mathematical and other symbols (emoji),
+#: and the percent, number and at signs.
+_SYMBOL_CATEGORIES = frozenset({"Sc", "Sm", "So"})
+_SAID_TOKEN = re.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[^\W_]+|[^\w\s]")
+_CONTRACTIONS = ((re.compile(r"n't\b"), " not"), (re.compile(r"'m\b"), " am"), (re.compile(r"'re\b"), " are"),
+                 (re.compile(r"'ve\b"), " have"), (re.compile(r"'ll\b"), " will"))
+
+
+def said_tokens(text: str) -> list[str]:
+    """Every token that can change what a sentence states, in order: words of any script
+    (stopwords, single letters and codes such as "14C" included; Latin words stemmed but
+    :data:`NEGATIONS`),
+    numbers with their sign ("-12"), and value symbols ("$", "%", emoji); punctuation
+    and :data:`INERT_WORDS` left out, contractions spelled out ("isn't" -> ``is not``).
+
+    Why: :func:`keywords` leaves out stopwords, names' initials, signs and every script
+    but Latin, which is right for matching a question to a memory and wrong for deciding
+    that a message says nothing new: "after noon" and "before noon", "option A" and
+    "option B", "Bob owes Alice" and "Alice owes Bob" share every keyword.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The tokens, repeats kept.
+    """
+    text = normalize_text(text).lower()
+    for pattern, spelled in _CONTRACTIONS:
+        text = pattern.sub(spelled, text)
+    out: list[str] = []
+    for tok in _SAID_TOKEN.findall(text):
+        if len(tok) == 1 and not tok.isalnum():
+            if tok not in "%#@" and unicodedata.category(tok) not in _SYMBOL_CATEGORIES:
+                continue
+        elif tok in INERT_WORDS:
+            continue
+        elif tok.isascii() and tok.isalpha() and tok not in NEGATIONS:
+            tok = stem(tok)
+        out.append(tok.replace("\u2212", "-"))
+    return out
+
+
+def says_nothing_new(new: str, old: str) -> bool:
+    """Whether ``new`` states nothing that ``old`` does not: its tokens
+    (:func:`said_tokens`) are a subsequence of ``old``'s (the same words in the same
+    order, any of old's left out), and none of old's negations is left out.
+
+    The test a message must pass to be dropped as a repeat, and a fact to be merged
+    into an older one: both keep only the older text, so a "no", a swapped "from" and
+    "to", a changed letter or a changed currency must keep the message.
+
+    Args:
+        new: the later text.
+        old: the text it may repeat.
+
+    Returns:
+        True when dropping ``new`` in favour of ``old`` loses nothing.
+    """
+    said, have = said_tokens(new), said_tokens(old)
+    it = iter(have)
+    if not all(tok in it for tok in said):  # each found after the previous one: a subsequence
+        return False
+    left_out = [t for t in have if t in NEGATIONS]
+    for t in said:
+        if t in left_out:
+            left_out.remove(t)
+    return not left_out
+
+
 # --------------------------------------------------------------------------- keywords
 #: Whitespace after a sentence's final ".", "!" or "?" (a plain split: no abbreviation rules).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _TOKEN_RE = re.compile(
     r"\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"  # clock times, joined below
     r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?\b"  # numbers, dates, phone numbers, 1990s, 5k
-    r"|[a-z]+(?:['-][a-z]+)*"
+    r"|[^\W\d_]+(?:['-][^\W\d_]+)*"  # words of any script: "reunión", "münchen", "東京"
 )
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ariadnemem_core import Config, Turn
+from ariadnemem_core.text import says_nothing_new
 
 T0 = datetime(2024, 6, 1, 9, tzinfo=UTC)
 
@@ -59,3 +62,64 @@ def test_another_users_memory_never_takes_a_repeat(make_memory) -> None:
     mem.add([_turn("I am vegetarian and I avoid dairy.", 5, "y")], user_id="u")
     mem.flush()
     assert _covering(mem, "y") and all("y" not in e.source_turn_ids for e in mem.entries(user_id="other"))
+
+
+# A cosine above 0.93 between each pair (MiniLM), and the same keywords: what tells them
+# apart is a negation, an order, a letter or a sign, which the "nothing new" test must read.
+DIFFERENT_BUT_CLOSE = [
+    ("My landlord lets me keep a cat in the flat.", "My landlord never lets me keep a cat in the flat.", "never"),
+    ("Pick me up before the concert on Saturday.", "Pick me up after the concert on Saturday.", "after"),
+    ("The train to Leeds leaves from platform A.", "The train to Leeds leaves from platform D.", "platform D"),
+    ("Transfer $300 from my savings to my current account.",
+     "Transfer $300 from my current account to my savings.", "current account to"),
+    ("Maria owes Tom $20 for lunch.", "Tom owes Maria $20 for lunch.", "Tom owes"),
+    ("The forecast says 5 degrees tomorrow.", "The forecast says -5 degrees tomorrow.", "-5"),
+]
+
+
+@pytest.mark.parametrize(("first", "second", "marker"), DIFFERENT_BUT_CLOSE,
+                         ids=["negation", "before-after", "letter", "direction", "who-owes", "sign"])
+def test_a_close_message_that_says_something_else_is_kept(make_memory, first, second, marker) -> None:
+    mem = make_memory("close", Config())
+    mem.add([_turn(first, 0, "t1"), _turn(second, 5, "t2")], user_id="u")
+    mem.flush()
+    assert mem.stats("u")["gate_dropped"] == 0
+    # Kept as its own memory, not merged into the first one's text either.
+    assert any(marker in text for text in _covering(mem, "t2")), _covering(mem, "t2")
+
+
+def test_a_merge_never_drops_a_negation(make_memory) -> None:
+    # With the gate off, coarsening alone decides: a cosine above 0.85 and the same keywords
+    # would MERGE the two and keep only the first text.
+    mem = make_memory("merge", Config(enable_gating=False))
+    mem.add([_turn(DIFFERENT_BUT_CLOSE[0][0], 0, "t1"), _turn(DIFFERENT_BUT_CLOSE[0][1], 5, "t2")], user_id="u")
+    mem.flush()
+    assert mem.stats("u")["merge"] == 0
+    assert any("never" in text for text in _covering(mem, "t2"))
+
+
+def test_a_true_repeat_in_other_words_order_aside_is_still_dropped(make_memory) -> None:
+    # Fewer words, same order: nothing new (and "the" changes nothing).
+    mem = make_memory("fewer", Config())
+    mem.add([_turn("I swim at the lake every Sunday morning with my sister.", 0, "t1"),
+             _turn("I swim at the lake every Sunday morning.", 5, "t2")], user_id="u")
+    mem.flush()
+    stats = mem.stats("u")
+    assert stats["gate_dropped"] + stats["merge"] == 1  # one memory of it, by the gate or a MERGE
+    assert len(mem.entries(user_id="u")) == 1 and _covering(mem, "t2") == _covering(mem, "t1")
+
+
+@pytest.mark.parametrize(("new", "old", "expected"), [
+    ("I swim at the lake.", "I swim at the lake every day.", True),
+    ("I swim at a lake.", "I swim at the lake.", True),  # articles say nothing
+    ("I can't swim.", "I cannot swim.", False),  # "ca not" against "cannot": kept, never lost
+    ("I do not swim.", "I do swim.", False),  # adds a negation
+    ("I swim.", "I never swim.", False),  # leaves one out
+    ("Gate 4B.", "Gate 4C.", False),
+    ("Costs €40.", "Costs $40.", False),
+    ("It is 40%.", "It is 40.", False),
+    ("Мы едем в Москву.", "Мы едем в Казань.", False),
+    ("The verdict: 👍", "The verdict: 👎", False),
+])
+def test_says_nothing_new(new: str, old: str, expected: bool) -> None:
+    assert says_nothing_new(new, old) is expected

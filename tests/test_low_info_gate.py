@@ -83,3 +83,39 @@ def test_prototypes_are_embedded_once_per_embedder(minilm):
     assert gating.phatic_prototypes(minilm) is first
     assert first.shape == (len(gating.PHATIC_PROTOTYPES), minilm.dim)
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-4)
+
+
+def test_a_courtesy_joined_to_a_fact_keeps_the_fact(make_memory):
+    mem = make_memory()
+    mem.add([
+        turn("Ana", "I started a pottery class at the community center last week.", 0, "a1"),
+        turn("Ben", "Sure, sounds good, I'm diabetic.", 1, "b1"),
+        turn("Ana", "Bye for now, I got the job!", 2, "a2"),
+    ])
+    mem.flush()
+    assert covered(mem) == {"a1", "b1", "a2"}
+
+
+def test_a_consent_that_answers_a_question_is_kept(make_memory):
+    mem = make_memory()
+    mem.add([
+        turn("assistant", "Should I move your dentist appointment to Friday at 10?", 0, "a1"),
+        turn("user", "Sure, sounds good.", 1, "u1"),
+        turn("assistant", "Done. I've also booked a cleaning for March. Would you like a reminder?", 2, "a2"),
+        # A longer reply: the answer is in its content, and the courtesy opening it is not.
+        turn("user", "Thanks so much! Yes, the day before.", 3, "u2"),
+    ])
+    mem.flush()
+    assert "u1" in covered(mem)
+    said = [e.text for e in mem.entries() if "u2" in e.source_turn_ids]
+    assert said and not any("Thanks" in t for t in said), said
+
+
+def test_a_yes_or_no_beside_a_courtesy_is_kept(make_memory):
+    mem = make_memory()
+    mem.add([
+        turn("assistant", "Have you ever been to Japan?", 0, "a1"),
+        turn("user", "Lovely question, thanks. Never.", 1, "u1"),
+    ])
+    mem.flush()
+    assert any("Never" in e.text for e in mem.entries() if "u1" in e.source_turn_ids)

@@ -127,6 +127,15 @@ def question_context(turns: Sequence[Turn], before: Turn | None = None) -> list[
     return out
 
 
+#: Words that make a sentence an answer whatever else it says: yes, no and their kin.
+ANSWER_WORDS = lex.NEGATIONS | {"yes", "yeah", "yep", "nope", "both", "either"}
+
+
+def _answers(sentence: str) -> bool:
+    """Whether a sentence says yes, no, both, either or neither ("No, never.", "Both.")."""
+    return not ANSWER_WORDS.isdisjoint(lex.index_words(sentence))
+
+
 def _chunk_body(seg: Segment, index: dict[str, str]) -> str | None:
     """What a segment adds to an assistant's chunk: a paragraph's content sentences (None
     when it is all chit-chat), any other block as it is."""
@@ -304,8 +313,10 @@ class RuleExtractor:
 
     def _prose_entries(self, turn: Turn, text: str, other: str | None, index: dict[str, str], *,
                        fallback: bool) -> list[Entry]:
-        """One entry per content sentence (``fallback``: the whole text when none is)."""
-        sentences = [s for s in g.split_atomic(text) if not g.is_chitchat(s, index)]
+        """One entry per content sentence (``fallback``: the whole text when none is). A
+        sentence with no content word that answers yes or no ("Great plan, thanks. No,
+        never.", "Both.") is content: the answer, beside a courtesy that has a keyword."""
+        sentences = [s for s in g.split_atomic(text) if not g.is_chitchat(s, index) or _answers(s)]
         if not sentences and fallback:
             sentences = [text]
         return [self._entry(turn, s, other, index, whole_turn=False) for s in sentences]
