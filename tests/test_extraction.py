@@ -172,6 +172,17 @@ def test_a_rescheduled_time_points_forward() -> None:
     assert grounded("Got it, the review is at 2 pm on Friday.") == \
         "Got it, the review is at 2 pm on Friday (2023-05-12)."
     assert grounded("I got it on Friday.") == "I got it on Friday (2023-05-05)."
+    assert grounded("Noted, Thursday at 10 am with Tom.") == "Noted, Thursday (2023-05-11) at 10 am with Tom."
+    # A booking or a deadline names the coming day whatever the tense of its verb.
+    assert grounded("I booked a table for Friday.") == "I booked a table for Friday (2023-05-12)."
+
+
+def test_keywords_keep_words_of_any_script_whole() -> None:
+    """Accented letters were word breaks ("reunión" -> "reuni", "München" -> "nchen") and
+    other scripts gave no keyword at all."""
+    assert lex.keywords("La reunión en München, crème brûlée") == ["la", "reunión", "en", "münchen", "crème",
+                                                                  "brûlée"]
+    assert lex.keywords("Мой рейс во вторник") == ["мой", "рейс", "во", "вторник"]
 
 
 def test_time_edges_month_end_year_start_and_same_weekday() -> None:
