@@ -57,7 +57,8 @@ def run(store: Path | None = None, picture: Path | None = None) -> int:
     turns = demo_turns()
     with console.status("Loading the embedding model and building the memory..."):
         mem = AriadneMemory(store)
-        mem.add(turns, user_id="demo")
+        if not mem.stats("demo").get("turns_seen"):  # a second run over a kept store shows it as it is
+            mem.add(turns, user_id="demo")
         mem.flush()
     with mem:
         entries = mem.entries("demo")

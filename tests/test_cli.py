@@ -876,6 +876,10 @@ def test_demo_writes_store_and_picture(capsys, tmp_path: Path, minilm) -> None:
     assert "drawn" in out and "g.svg" in out
     assert ET.parse(store / "g.svg").getroot().tag.endswith("svg")
     assert run_json(capsys, "stats", "--store", store)["users"]["demo"] > 0
+    # Again over the kept store: the same memory, shown as it is (not its turns added twice).
+    gate_line = next(line for line in out.splitlines() if line.startswith("Gate"))
+    code, again, _ = run(capsys, "demo", "--store", store)
+    assert code == 0 and next(line for line in again.splitlines() if line.startswith("Gate")) == gate_line
     code, _, err = run(capsys, "demo", "--picture", tmp_path / "g.gif")
     assert code == 2 and "--picture" in err
 
