@@ -230,7 +230,11 @@ class Config:
     #: cannot see the difference (the turn is covered either way), only a reader can. With
     #: the same local reader on 198 LoCoMo dev questions (the QA bench, 50 per category),
     #: 5 (with ``group_by_turn``) against 0: +4.5 F1 on average (paired 95% interval +1.2
-    #: to +7.9), single-hop 23.2 -> 42.2, open-domain 17.8 -> 14.6.
+    #: to +7.9), single-hop 23.2 -> 42.2, open-domain 17.8 -> 14.6. What it costs in
+    #: evidence recall (0 against 5, retrieval only on fixed stores): LoCoMo dev cat 1-4
+    #: +2.1 [+1.4, +2.9] for 0 (477 instead of 459 tokens), BEAM 100K tune +3.0 [+1.4,
+    #: +5.0], BEAM 500K held out +1.4 [+0.5, +2.5]: the budget the mates take goes to
+    #: other facts. It stays at 5 until the QA bench is run again with 0.
     message_context: int = 5
     #: ADDITION: a message is shown whole only when its entries total at most this many
     #: tokens: a chat turn, not a document. Whole long messages filled the budget with
