@@ -9,7 +9,6 @@ entries. The steps live in their own modules (:mod:`.gating`, :mod:`.extraction`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -466,9 +465,11 @@ def _attributes(entry: Entry, target_id: str) -> list[tuple[str, str, str, str, 
     return [(subject, str(a).lower(), str(v), target_id, ts) for a, v in attrs.items()]
 
 
-#: A text that ends by asking: its last "?" is followed only by spaces, punctuation or emoji.
-_ENDS_ASKING_RE = re.compile(r"\?[\W_]*$")
-
-
 def _ends_asking(text: str) -> bool:
-    return bool(_ENDS_ASKING_RE.search(text))
+    """Whether a text ends by asking: its last "?" is followed only by spaces, punctuation
+    or emoji. A walk back from the end (linear: a regex anchored at the end re-scanned a
+    run of "?" from each of them, minutes on a 200,000-character turn)."""
+    end = len(text)
+    while end and not text[end - 1].isalnum():
+        end -= 1
+    return "?" in text[end:]

@@ -49,7 +49,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,20 +226,48 @@ def _top_level(text: str, opener: str) -> Iterator[int]:
             depth -= 1
 
 
+def _scan(text: str) -> Any:
+    """The first JSON value that parses at a ``{`` (then ``[``) no earlier bracket
+    encloses, else at any one (prose with a stray bracket or quote before the JSON,
+    ":-[" or 6'2", makes the real value look nested), else ``_NOTHING``. A reply cut off
+    at max_tokens is refused by its finish reason whatever parses here
+    (``LLMClient._finish``)."""
+    finders: tuple[Callable[[str, str], Iterator[int]], ...] = (_top_level, _every)
+    for find in finders:
+        for opener in "{[":
+            for pos in itertools.islice(find(text, opener), MAX_JSON_CANDIDATES):
+                found = _decode_at(text, pos)
+                if found is not _NOTHING:
+                    return found
+    return _NOTHING
+
+
+def _every(text: str, opener: str) -> Iterator[int]:
+    """Every position of ``opener`` in ``text``."""
+    pos = text.find(opener)
+    while pos != -1:
+        yield pos
+        pos = text.find(opener, pos + 1)
+
+
 def parse_json(text: str) -> Any:
     """Parse a model reply that should be JSON, tolerating what models wrap around it.
 
-    A reasoning model's draft (``<think>...</think>``) is left out first: the JSON it
-    drafts is not its answer. Then tried in order: the whole reply; each fenced code
-    block; the JSON value starting at each ``{`` (then ``[``) that no earlier bracket
-    encloses, first one that parses wins. Broken JSON is not repaired, and no part of it
-    is taken for the whole (a reply cut off at ``max_tokens`` would give a plausible,
-    shorter object and drop facts silently): it is an :class:`LLMError`, which the
-    extractor answers with a retry or the rule fallback. Raises :class:`LLMError` with
-    the start of the reply when nothing parses.
+    Tried in order: the whole reply; then, a reasoning model's draft
+    (``<think>...</think>``) left out (the JSON it drafts is not its answer), the rest;
+    each fenced code block; the JSON value starting at each ``{`` (then ``[``) that no
+    earlier bracket encloses; then at each one at all (prose with a stray bracket or
+    quote before the JSON), first one that parses wins. Broken JSON is not repaired: it
+    is an :class:`LLMError`, which the extractor answers with a retry or the rule
+    fallback; a reply cut off at ``max_tokens`` is refused by its finish reason, never
+    read as the shorter object inside it. Raises :class:`LLMError` with the start of the
+    reply when nothing parses.
     """
     if not isinstance(text, str) or not text.strip():
         raise LLMError("LLM returned an empty reply where JSON was expected")
+    found = _loads(text.strip())  # a whole JSON reply, even one quoting "<think>" in a string
+    if found is not _NOTHING:
+        return found
     stripped = past_thinking(text).strip()
     if not stripped:
         raise LLMError("LLM reply holds only a reasoning draft (<think>...), no answer after it")
@@ -250,11 +278,9 @@ def parse_json(text: str) -> Any:
         found = _loads(m.group(1).strip())
         if found is not _NOTHING:
             return found
-    for opener in "{[":
-        for pos in itertools.islice(_top_level(stripped, opener), MAX_JSON_CANDIDATES):
-            found = _decode_at(stripped, pos)
-            if found is not _NOTHING:
-                return found
+    found = _scan(stripped)
+    if found is not _NOTHING:
+        return found
     snippet = stripped[:200].replace("\n", " ")
     raise LLMError(f"LLM reply is not valid JSON (no parseable object found): {snippet!r}")
 

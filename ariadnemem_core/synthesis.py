@@ -174,6 +174,8 @@ def _json_answer(data: Any, resp: LLMResponse, reply: str) -> tuple[Any, Any]:
     if isinstance(answer, dict):  # {"answer": {"city": "Lisbon"}}
         answer = "; ".join(f"{k}: {v}" for k, v in answer.items())
     if answer is None:
+        if not reply.lstrip().startswith(("{", "[")):
+            return None, []  # prose that quotes an object: the prose is the answer
         raise LLMError(f"LLM ({resp.model}) reply has no answer: {reply.strip()[:120]!r}")
     return answer, data.get("fact_ids") or []
 

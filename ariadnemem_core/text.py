@@ -249,8 +249,9 @@ NEGATIONS = frozenset({"not", "no", "never", "nobody", "none", "nothing", "neith
 #: and the percent, number and at signs.
 _SYMBOL_CATEGORIES = frozenset({"Sc", "Sm", "So"})
 _SAID_TOKEN = re.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[^\W_]+|[^\w\s]")
-_CONTRACTIONS = ((re.compile(r"n't\b"), " not"), (re.compile(r"'m\b"), " am"), (re.compile(r"'re\b"), " are"),
-                 (re.compile(r"'ve\b"), " have"), (re.compile(r"'ll\b"), " will"))
+_CONTRACTIONS = ((re.compile(r"n't\b", re.I), " not"), (re.compile(r"'m\b", re.I), " am"),
+                 (re.compile(r"'re\b", re.I), " are"), (re.compile(r"'ve\b", re.I), " have"),
+                 (re.compile(r"'ll\b", re.I), " will"))
 
 
 def said_tokens(text: str) -> list[str]:
@@ -271,7 +272,7 @@ def said_tokens(text: str) -> list[str]:
     Returns:
         The tokens, repeats kept.
     """
-    text = normalize_text(text).lower()
+    text = normalize_text(text)
     for pattern, spelled in _CONTRACTIONS:
         text = pattern.sub(spelled, text)
     out: list[str] = []
@@ -279,9 +280,10 @@ def said_tokens(text: str) -> list[str]:
         if len(tok) == 1 and not tok.isalnum():
             if tok not in "%#@" and unicodedata.category(tok) not in _SYMBOL_CATEGORIES:
                 continue
-        elif tok in INERT_WORDS:
+        elif tok.lower() in INERT_WORDS and tok != "A":  # "option A" names a letter
             continue
-        elif tok.isascii() and tok.isalpha() and tok not in NEGATIONS:
+        tok = tok.lower()
+        if tok.isascii() and tok.isalpha() and tok not in NEGATIONS:
             tok = stem(tok)
         out.append(tok.replace("\u2212", "-"))
     return out

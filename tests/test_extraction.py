@@ -173,8 +173,9 @@ def test_a_rescheduled_time_points_forward() -> None:
         "Got it, the review is at 2 pm on Friday (2023-05-12)."
     assert grounded("I got it on Friday.") == "I got it on Friday (2023-05-05)."
     assert grounded("Noted, Thursday at 10 am with Tom.") == "Noted, Thursday (2023-05-11) at 10 am with Tom."
-    # A booking or a deadline names the coming day whatever the tense of its verb.
-    assert grounded("I booked a table for Friday.") == "I booked a table for Friday (2023-05-12)."
+    # Only an opening acknowledgement: "agreed" inside the sentence is its past tense.
+    assert grounded("We agreed, on Friday, to split the bill.") == \
+        "We agreed, on Friday (2023-05-05), to split the bill."
 
 
 def test_keywords_keep_words_of_any_script_whole() -> None:

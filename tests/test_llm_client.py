@@ -33,14 +33,17 @@ def make_client(server: FakeOpenAIServer, **kw) -> LLMClient:
     ('{"a": "escaped \\" quote {"}', {"a": 'escaped " quote {'}),
     # a reasoning model's draft is not its answer
     ('<think>first guess {"city": "Porto"}</think>\n{"city": "Lisbon"}', {"city": "Lisbon"}),
+    # ... but a whole JSON reply that quotes the tag is the reply
+    ('{"entries": [{"text": "I like <think> tags"}]}', {"entries": [{"text": "I like <think> tags"}]}),
+    # prose with a stray bracket or quote before the JSON
+    ('Sure :-[ here it is:\n{"entries": []}', {"entries": []}),
+    ('The user is 6\'2" tall. Output:\n{"entries": [1]}', {"entries": [1]}),
 ])
 def test_parse_json_tolerant(text: str, expected: object) -> None:
     assert parse_json(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "   ", "no json here", "{unbalanced", "```json\n{bad}\n```",
-                                  # cut off at max_tokens: its first entry is a part, not the reply
-                                  '{"entries": [{"text": "A", "ids": ["T1"]}, {"text": "B',
                                   '<think>only a draft {"city": "Porto"}'])
 def test_parse_json_errors_are_llm_errors(text: str) -> None:
     with pytest.raises(LLMError):

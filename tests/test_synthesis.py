@@ -383,7 +383,9 @@ def test_off_schema_answers_are_read_or_refused(server: FakeOpenAIServer) -> Non
     client = fake_client(server)
     for reply, text in (('[{"answer": "Lisbon", "fact_ids": ["F1"]}]', "Lisbon"),
                         ('{"answer": {"city": "Lisbon"}}', "city: Lisbon"),
-                        ('{"answer": "Lis\\u0000bon"}', "Lisbon")):
+                        ('{"answer": "Lis\\u0000bon"}', "Lisbon"),
+                        # prose that quotes an object is prose
+                        ('Her file said {"langs": ["pt"]} last time.', 'Her file said {"langs": ["pt"]} last time.')):
         server.queue(lambda body, reply=reply: (200, reply))
         assert synthesize("Where does Maya live?", graph, client).text == text, reply
     server.queue(lambda body: (200, '{"fact_ids": ["F1"]}'))

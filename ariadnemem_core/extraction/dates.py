@@ -44,7 +44,7 @@ _TIME_RE = re.compile(
     r"|autumn|fall|winter|" + _WD + r")"
     r"|(?P<relab>last|next)\s+(?P<abbr>" + _alts(WEEKDAY_ABBR) + r")"
     # "every Sunday", "Sunday mornings": a habit, no one day to ground
-    r"|(?<!every\s)(?:(?P<prep>on|since|by|until|till|for)\s+)?(?P<wday>" + _WD + r")"
+    r"|(?<!every\s)(?:(?P<prep>on|since|by|until|till)\s+)?(?P<wday>" + _WD + r")"
     r"(?!\s+(?:mornings|afternoons|evenings|nights)\b)"
     r")\b(?P<poss>'s\b)?"
 )
@@ -70,9 +70,10 @@ _RESCHEDULE_RE = re.compile(
     r"(?:\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)\b|next\b|" + "|".join(WEEKDAYS) + r")",
     re.IGNORECASE,
 )
-#: An acknowledgement that opens a reply ("Got it,", "Noted:", "Confirmed!"): a word in the
-#: past tense that says nothing about when the rest happens.
-_ACK_RE = re.compile(r"\b(?:got\s+it|noted|understood|confirmed|agreed|settled)\s*[,.!;:-]", re.IGNORECASE)
+#: An acknowledgement ("Got it,", or opening the sentence: "Noted:", "Confirmed!"): a word
+#: in the past tense that says nothing about when the rest happens ("We agreed, on Monday,
+#: to split the bill" is past: only an opening "agreed" acknowledges).
+_ACK_RE = re.compile(r"\bgot\s+it\s*[,.!;:-]|^\W*(?:noted|understood|confirmed|agreed)\s*[,.!;:-]", re.IGNORECASE)
 _NOT_PAST = frozenset({"need", "needed", "excited", "interested", "tired", "scared", "worried", "bored",
                        "speed", "indeed", "seed", "embed", "proceed", "succeed", "exceed", "feed",
                        "breed", "bleed", "weed", "greed", "shed", "bed"})
@@ -225,9 +226,8 @@ def _weekend(rel: str, m: re.Match[str], day: date) -> date:
 
 
 def _resolve_weekday(target: int, prep: str, m: re.Match[str], day: date) -> str:
-    """A bare weekday, "(on|since|by|until|for) <weekday>". A deadline or a booking ("by
-    Friday", "a table for Friday") names the coming one whatever the tense ("I booked")."""
-    if prep in ("by", "until", "till", "for"):
+    """A bare weekday, "(on|since|by|until) <weekday>"."""
+    if prep in ("by", "until", "till"):
         return _iso(_next_weekday(day, target, inclusive=True))
     # A bare weekday in a sentence with no past-tense verb is a schedule ("the meeting
     # is at 2 pm on Friday"): the coming one. Past tense points back.
