@@ -256,10 +256,10 @@ _CONTRACTIONS = ((re.compile(r"n't\b", re.I), " not"), (re.compile(r"'m\b", re.I
 
 def said_tokens(text: str) -> list[str]:
     """Every token that can change what a sentence states, in order: words of any script
-    (stopwords, single letters and codes such as "14C" included; Latin words stemmed but
-    :data:`NEGATIONS`),
-    numbers with their sign ("-12"), and value symbols ("$", "%", emoji); punctuation
-    and :data:`INERT_WORDS` left out, contractions spelled out ("isn't" -> ``is not``).
+    (stopwords, single letters and codes such as "14C" included; Latin words other than
+    :data:`NEGATIONS` stemmed), numbers with their sign ("-12"), and value symbols ("$",
+    "%", emoji); punctuation and :data:`INERT_WORDS` (but a capital "A", a letter) left
+    out, contractions spelled out ("isn't" -> ``is not``).
 
     Why: :func:`keywords` leaves out stopwords, names' initials, signs and every script
     but Latin, which is right for matching a question to a memory and wrong for deciding
