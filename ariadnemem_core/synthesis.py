@@ -28,7 +28,7 @@ from .coarsening import may_replace, says_change
 from .errors import LLMError
 from .limits import MAX_TEXT_CHARS
 from .llm import LLMClient, LLMResponse, parse_json, past_thinking, system_user
-from .models import Entry
+from .models import Entry, clean_text
 from .text import COURTESY_WORDS, keywords, stem
 
 
@@ -123,10 +123,6 @@ def build_messages(question: str, graph: Context) -> list[dict[str, str]]:
 
 
 #: The end of a reasoning model's draft (its start may be in the prompt's template).
-#: Control characters an answer never needs (NUL and the like; newlines and tabs stay).
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
 def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     """(answer, cited labels) from a reply; prose replies are taken as the answer.
 
@@ -149,7 +145,8 @@ def _answer_from(resp: LLMResponse, known: set[str]) -> tuple[str, list[str]]:
     if isinstance(answer, list):
         answer = ", ".join(str(a) for a in answer)
     # Bounded like any stored text: a runaway model must not hand back megabytes.
-    text = _CONTROL.sub("", str(answer)).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
+    # Control characters removed as from turn text (NUL truncates strings downstream).
+    text = clean_text(str(answer)).strip()[:MAX_TEXT_CHARS] or NOT_FOUND
     labels = list(dict.fromkeys(c for c in cited if isinstance(c, str) and c in known)) \
         if isinstance(cited, list) else []
     named = _only_labels(text)
