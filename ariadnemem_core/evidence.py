@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .serialize import serialize
 from .tokens import count_tokens
 
-Role = Literal["terminal", "bridge", "update"]
+Role = Literal["terminal", "bridge", "update", "pending"]
 
 
 @dataclass(slots=True)
@@ -29,8 +29,9 @@ class Fact:
         timestamp: when it was (last) stated.
         source_turn_ids: the turns it stands for.
         score: its retrieval score (a newer state inherits its predecessor's).
-        role: "terminal" (retrieved), "bridge" (connects two terminals) or "update" (an older or newer state
-            of a retrieved fact, pulled in along its update chain).
+        role: "terminal" (retrieved), "bridge" (connects two terminals), "update" (an older or newer state
+            of a retrieved fact, pulled in along its update chain) or "pending" (a whole turn stored by
+            ``add`` whose window is not extracted yet; its ``id`` is ``pending:<n>``, not an entry's).
         label: F1, F2, ... in time order.
         superseded_by: the id of its newer state in the graph, if any.
         speaker: who stated it.

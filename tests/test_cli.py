@@ -168,7 +168,10 @@ def test_add_no_flush_keeps_the_partial_window_and_reads_do_not_write(capsys, tm
     for _ in range(2):  # read commands leave the pending turns alone
         assert run_json(capsys, "stats", "--store", store, "-u", "al")["counters"]["pending_turns"] == 2
         assert run_json(capsys, "entries", "--store", store, "-u", "al") == []
-        assert run_json(capsys, "retrieve", "kickoff", "--store", store, "-u", "al")["facts"] == []
+        # ... and a read finds them as they were said, before their window is extracted
+        facts = run_json(capsys, "retrieve", "kickoff", "--store", store, "-u", "al")["facts"]
+        assert facts and {f["role"] for f in facts} == {"pending"}
+        assert {t for f in facts for t in f["source_turn_ids"]} <= {"a1", "a2"}
     second = run_json(capsys, "add", write_jsonl(tmp_path / "b.jsonl", ALICE[2:]), "--store", store, "-u", "al")
     row = second["users"]["al"]
     assert row["pending_turns"] == 0 and row["turns_seen"] == 2 and row["entries"] == 4

@@ -210,7 +210,7 @@ def assemble(query: str, entries: Mapping[str, Entry], scores: Mapping[str, floa
 
 
 def _fact(e: Entry, score: float, role: str, label: str, text: str | None = None, cut: bool = False) -> Fact:
-    r: Role = role if role in ("terminal", "bridge", "update") else "terminal"  # type: ignore[assignment]
+    r: Role = role if role in ("terminal", "bridge", "update", "pending") else "terminal"  # type: ignore[assignment]
     return Fact(id=e.id, text=e.text if text is None else text, timestamp=e.timestamp,
                 source_turn_ids=list(e.source_turn_ids), score=score,
                 role=r, label=label, speaker=e.speaker, excerpt=cut,

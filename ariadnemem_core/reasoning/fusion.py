@@ -22,13 +22,15 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from ..config import Config
+from ..evidence import Role
 from ..models import Entry
 from .channels import Hit
 from .pool import Candidate
 from .query import Question
 
-#: The channels whose hits are cosines (their candidates join in this order, then lexical's).
-COSINE_CHANNELS = ("dense", "period")
+#: The channels whose hits are cosines (their candidates join in this order, then lexical's);
+#: "pending" holds the turns that wait for their window (``pending.py``).
+COSINE_CHANNELS = ("dense", "period", "pending")
 
 Weight = Callable[[Candidate, Question, Config], float]
 
@@ -84,7 +86,8 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
     cands: dict[str, Candidate] = {}
     for eid, sim, _ in cosine:
         if eid in entries:
-            cands[eid] = Candidate(entries[eid], sim, dense=sim, channels={source[eid]})
+            role: Role = "pending" if source[eid] == "pending" else "terminal"
+            cands[eid] = Candidate(entries[eid], sim, role, dense=sim, channels={source[eid]})
     lexical = drawn.get("lexical", [])
     top_lex = max((h.score for h in lexical), default=0.0) or 1.0
     for eid, bm25, _ in lexical:

@@ -1,6 +1,7 @@
 """Phase II, wired: question -> EvidenceGraph, with no LLM call.
 
-fast paths -> read the question -> channels -> fusion -> relevance floor -> expansion
+fast paths -> read the question -> channels (and the turns waiting for their window)
+-> fusion -> relevance floor -> expansion
 (message, replies, base graph, bridges) -> paths -> states -> budget -> graph. Each stage
 is a small function of its own module; this one only wires them, in one direction, and
 records per-stage timings in ``graph.stats``. ``Config`` switches the stages.
@@ -22,7 +23,7 @@ from ..evidence import EvidenceGraph
 from ..models import Entry, Scope
 from ..store import Store
 from ..text import STOPWORDS
-from . import bridges, budget, channels, expansion, fusion, paths
+from . import bridges, budget, channels, expansion, fusion, paths, pending
 from .excerpt import query_terms
 from .fastpaths import try_fast_paths
 from .pool import Pool
@@ -83,8 +84,11 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     known_persons = store.known_persons(scope.user_id)
+    # What was just said and waits for its window is read too (read-your-writes). The
+    # fast paths read only extracted memories, so they wait while anything is pending.
+    waiting = pending.pending_entries(store, embedder, scope, cfg)
 
-    if cfg.enable_fastpaths:
+    if cfg.enable_fastpaths and not waiting:
         fast_graph = _fast_path_graph(store, scope, query, known_persons, cfg)
         if fast_graph is not None:
             fast_graph.stats["ms_total"] = _ms(t0)
@@ -97,6 +101,8 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     t = time.perf_counter()
     drawn = channels.draw(store, q, cfg)
     found = store.get([h.entry_id for hits in drawn.values() for h in hits], scope.user_id, cached=True)
+    if waiting:
+        drawn, found = {**drawn, "pending": pending.hits(waiting, q)}, {**found, **waiting}
     # The relevance floor reads the match itself (cosine + BM25 bonus), before the
     # weights that rank candidates against each other (speaker role, entity, question).
     # The message floor is exempt: a flat search would show it, whatever its score.

@@ -26,7 +26,8 @@ class Candidate:
     Attributes:
         entry: the memory.
         score: its rank score (the budget keeps the best first).
-        role: "terminal" (retrieved), "bridge" or "update" (an older or newer state).
+        role: "terminal" (retrieved), "bridge", "update" (an older or newer state) or
+            "pending" (a turn waiting for its window, ``pending.py``).
         dense: its cosine to the question (fusion; 0 for an expanded candidate).
         lexical: its BM25 score, normalised by the best of the question's hits.
         message: how well the whole message it stands for matched (message channel).

@@ -442,17 +442,22 @@ class PostgresStore:
                                                   json.dumps(t.to_dict())) for t in turns])
         cur.execute(_BUMP, (scope.user_id, "turns_seen", len(turns)))
 
-    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None,
+                limit: int | None = None) -> list[tuple[int, Scope, Turn]]:
+        # The latest ``limit`` rows (read newest first, then put back in arrival order).
+        order = "ORDER BY seq" if limit is None else f"ORDER BY seq DESC LIMIT {int(limit)}"
         if scope is None and user_id is not None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
-                              "ORDER BY seq", (user_id,))
+                              + order, (user_id,))
         elif scope is None:
-            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns " + order)
         else:
             rows = self._read(
                 "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
-                "AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s ORDER BY seq",
+                "AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s " + order,
                 (scope.user_id, scope.agent_id, scope.session_id))
+        if limit is not None:
+            rows = list(reversed(list(rows)))
         out: list[tuple[int, Scope, Turn]] = []
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:

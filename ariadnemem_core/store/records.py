@@ -280,22 +280,26 @@ class Records(Guarded):
         (one in-process SQLite query)."""
         return nullcontext()
 
-    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None,
+                limit: int | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or, with ``user_id``, every scope of that user's, or every) pending
         turn in arrival order. A row that is not a valid turn (written by an older version,
         or by hand) is quarantined, not returned: one poison row must not stop every user's
         extraction."""
+        # The latest ``limit`` rows (read newest first, then put back in arrival order).
+        order = "ORDER BY seq" if limit is None else f"ORDER BY seq DESC LIMIT {int(limit)}"
         if scope is None and user_id is not None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = ? "
-                              "ORDER BY seq", (user_id,))
+                              + order, (user_id,))
         elif scope is None:
-            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns " + order)
         else:
             rows = self._read(
-                "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns "
-                "WHERE user_id = ? AND agent_id IS ? AND session_id IS ? ORDER BY seq",
-                (scope.user_id, scope.agent_id, scope.session_id),
-            )
+                "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = ? "
+                "AND agent_id IS ? AND session_id IS ? " + order,
+                (scope.user_id, scope.agent_id, scope.session_id))
+        if limit is not None:
+            rows = list(reversed(list(rows)))
         out: list[tuple[int, Scope, Turn]] = []
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:
