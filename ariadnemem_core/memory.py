@@ -213,8 +213,9 @@ class AriadneMemory:
           atomic sentence split. Empty or whitespace-only text, ``bytes`` and lone
           surrogates are rejected; control characters (NUL included) are stripped, tab
           and newline kept, CR/VT/FF made newlines.
-        * ``timestamp``: ``datetime`` (naive = UTC, not local time), ISO 8601 string or
-          None; any year from 1 to 9999; turns may arrive out of time order (entries are
+        * ``timestamp``: ``datetime`` (naive = UTC, not local time; give an offset, and
+          "tomorrow" is grounded in the speaker's calendar), ISO 8601 string or None;
+          any year from 1 to 9999; turns may arrive out of time order (entries are
           read back in timestamp order). Unparseable strings are rejected.
         * dicts: the keys of ``Turn``; unknown keys are rejected (put extras in
           ``metadata``), and ``metadata`` must be JSON-serializable.

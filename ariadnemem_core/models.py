@@ -2,10 +2,12 @@
 
 ``Turn`` is the input unit (one utterance), ``Entry`` the stored atomic memory, and
 ``UpdateEdge`` the persisted ``old -> new`` LINK that records a state update.
-Timestamps are timezone-aware UTC datetimes inside the library: naive datetimes are read
-as UTC (documented; never as the machine's local time, which would make one store order
-turns differently on two machines), aware ones are converted. ISO 8601 strings are parsed
-the same way, so ``Turn.from_dict(turn.to_dict())`` round-trips.
+Timestamps are timezone-aware datetimes inside the library: naive datetimes are read as
+UTC (documented; never as the machine's local time, which would make one store order
+turns differently on two machines). A turn keeps the offset it was given, its speaker's
+calendar for grounding "tomorrow"; entries are stored and read back in UTC (the same
+instant). ISO 8601 strings are parsed the same way, so ``Turn.from_dict(turn.to_dict())``
+round-trips.
 
 Input hygiene happens here, at construction, because a turn is persisted as *pending*
 before it is processed: anything that could later fail to encode (a lone surrogate) or
@@ -96,6 +98,17 @@ def to_utc(value: Any, field_name: str = "timestamp") -> datetime | None:
         raise InvalidInputError(field_name, f"{value.isoformat()} is out of range in UTC") from None
 
 
+def to_aware(value: Any, field_name: str = "timestamp") -> datetime | None:
+    """Like :func:`to_utc` (naive = UTC, the same checks), but an aware time keeps its own
+    offset: a turn's offset is the speaker's calendar, so "tomorrow" said at 23:30 in New
+    York (``-05:00``) is the next day there, not the day after next in UTC. It is the same
+    instant either way (comparisons and storage, in epoch seconds, are unchanged)."""
+    utc = to_utc(value, field_name)  # every check; raises on what it rejects
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip())
+    return value if isinstance(value, datetime) and value.tzinfo is not None else utc
+
+
 def to_epoch(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -144,7 +157,8 @@ class Turn:
     Attributes:
         speaker: who said it (a non-empty name; "you" in the text resolves to the other party).
         text: what was said.
-        timestamp: when it was said (None: unknown).
+        timestamp: when it was said (None: unknown). Naive = UTC; an aware time keeps its
+            offset, so relative days ("tomorrow") are grounded in the speaker's calendar.
         turn_id: the provenance id entries cite (default: a fresh unique id).
         metadata: caller data kept with the turn's entries (JSON-serializable).
     """
@@ -175,7 +189,7 @@ class Turn:
         self.text = clean_text(self.text)
         if not self.text.strip():
             raise InvalidInputError("text", "is empty or whitespace only (after removing control characters)")
-        self.timestamp = to_utc(self.timestamp)
+        self.timestamp = to_aware(self.timestamp)
         if self.turn_id is None:
             self.turn_id = new_id("t-")
         elif not isinstance(self.turn_id, str) or not self.turn_id.strip():

@@ -220,7 +220,8 @@ def test_control_characters_in_query_are_stripped_and_surrogates_replaced(mem):
 
 # --------------------------------------------------------------------------- timestamps
 def test_naive_and_aware_timestamps_mix_consistently(mem):
-    """Naive = UTC (documented in models.py); aware ones are converted to UTC."""
+    """Naive = UTC (documented in models.py); aware ones keep their offset (the speaker's
+    calendar, for grounding) and are stored as the same instant, read back in UTC."""
     before = _snapshot(mem)
     day = datetime(2024, 3, 1, 12, 0)
     plus2, minus5 = timezone(timedelta(hours=2)), timezone(timedelta(hours=-5))  # 11:00 and 12:30 UTC below
@@ -233,9 +234,11 @@ def test_naive_and_aware_timestamps_mix_consistently(mem):
         Turn.from_dict({"speaker": "Ana", "text": "I wash the old car quickly.",
                         "timestamp": "2024-03-01T10:45:00Z", "turn_id": "iso-z-10:45"}),
     ]
-    assert all(t.timestamp.utcoffset() == timedelta(0) for t in turns)
+    assert [t.timestamp.utcoffset() for t in turns] == [timedelta(0), timedelta(hours=2), timedelta(hours=-5),
+                                                        timedelta(0), timedelta(0)]
     mem.add(turns)
     mem.flush()
+    assert all(e.timestamp.utcoffset() == timedelta(0) for e in mem.entries() if e.timestamp)
     order = [e.source_turn_ids[0] for e in mem.entries() if e.timestamp and e.timestamp.year == 2024]
     assert order == ["iso-z-10:45", "plus2-11:00", "naive-12:00", "iso-naive-12:15", "minus5-12:30"]
     assert all(e.timestamp.tzinfo is not None for e in mem.entries() if e.timestamp)

@@ -177,3 +177,28 @@ def test_a_titled_name_is_a_person() -> None:
     # a title after a determiner is the noun, and a common word after one is no surname
     for text in ("the dr. wants more tests", "my dr. appointment got moved", "dr. visit went fine"):
         assert lex.scan_names(text)[0] == [], text
+
+
+@pytest.mark.parametrize(("stamp", "said", "day"), [
+    # 23:30 in New York is 04:30 the next day in UTC: "tomorrow" is the next day in New York
+    ("2024-03-01T23:30:00-05:00", "I'm flying to Lisbon tomorrow.", "2024-03-02"),
+    # 00:30 in Tokyo is 15:30 the day before in UTC: "yesterday" is the day before in Tokyo
+    ("2024-03-02T00:30:00+09:00", "I had sushi yesterday.", "2024-03-01"),
+    # no offset: UTC, as documented
+    ("2024-03-01T23:30:00", "I'm flying to Lisbon tomorrow.", "2024-03-02"),
+])
+def test_relative_days_are_read_in_the_speakers_own_offset(stamp: str, said: str, day: str) -> None:
+    """A turn keeps the offset it was given (the same instant as in UTC), and pending
+    storage keeps it too, so relative time is grounded in the speaker's calendar."""
+    from ariadnemem_core import AriadneMemory
+
+    turn = Turn("Maya", said, stamp, "t1")
+    back = Turn.from_dict(turn.to_dict())
+    assert back.timestamp == turn.timestamp and back.timestamp.utcoffset() == turn.timestamp.utcoffset()
+    with AriadneMemory(None) as mem:
+        mem.add([turn], user_id="u")
+        assert mem.storage.pending("u")[0][2].timestamp.utcoffset() == turn.timestamp.utcoffset()
+        mem.flush()
+        (entry,) = mem.entries("u")
+    assert f"({day})" in entry.text
+    assert entry.timestamp == turn.timestamp  # the same instant, stored as UTC
