@@ -25,6 +25,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import regex
+
 # --------------------------------------------------------------------------- lexicons
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -248,7 +250,10 @@ NEGATIONS = frozenset({"not", "no", "never", "nobody", "none", "nothing", "neith
 #: Single characters that carry a value: currency, mathematical and other symbols (emoji),
 #: and the percent, number and at signs.
 _SYMBOL_CATEGORIES = frozenset({"Sc", "Sm", "So"})
-_SAID_TOKEN = re.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[^\W_]+|[^\w\s]")
+#: A word is a letter or digit then letters, digits and combining marks: a vowel sign or
+#: virama belongs to its word ("हिन्दी", "தமிழ்"), which Python's re would cut apart. A
+#: mark after no letter (an emoji's variation selector) is a lone sign, left out below.
+_SAID_TOKEN = regex.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[\p{L}\p{N}][\p{L}\p{N}\p{M}]*|[^\p{L}\p{N}_\s]")
 _CONTRACTIONS = ((re.compile(r"n't\b", re.I), " not"), (re.compile(r"'m\b", re.I), " am"),
                  (re.compile(r"'re\b", re.I), " are"), (re.compile(r"'ve\b", re.I), " have"),
                  (re.compile(r"'ll\b", re.I), " will"))
@@ -319,10 +324,11 @@ def says_nothing_new(new: str, old: str) -> bool:
 # --------------------------------------------------------------------------- keywords
 #: Whitespace after a sentence's final ".", "!" or "?" (a plain split: no abbreviation rules).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_TOKEN_RE = re.compile(
+_TOKEN_RE = regex.compile(
     r"\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"  # clock times, joined below
     r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?\b"  # numbers, dates, phone numbers, 1990s, 5k
-    r"|[^\W\d_]+(?:['-][^\W\d_]+)*"  # words of any script: "reunión", "münchen", "東京"
+    # words of any script, combining marks included: "reunión", "münchen", "東京", "हिन्दी"
+    r"|\p{L}[\p{L}\p{M}]*(?:['-]\p{L}[\p{L}\p{M}]*)*"
 )
 
 

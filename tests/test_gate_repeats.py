@@ -74,11 +74,13 @@ DIFFERENT_BUT_CLOSE = [
      "Transfer $300 from my current account to my savings.", "current account to"),
     ("Maria owes Tom $20 for lunch.", "Tom owes Maria $20 for lunch.", "Tom owes"),
     ("The forecast says 5 degrees tomorrow.", "The forecast says -5 degrees tomorrow.", "-5"),
+    # "my day was good" / "my donation was good": only a vowel sign differs ("दिन" / "दान")
+    ("मेरा दिन अच्छा था।", "मेरा दान अच्छा था।", "दान"),
 ]
 
 
 @pytest.mark.parametrize(("first", "second", "marker"), DIFFERENT_BUT_CLOSE,
-                         ids=["negation", "before-after", "letter", "direction", "who-owes", "sign"])
+                         ids=["negation", "before-after", "letter", "direction", "who-owes", "sign", "vowel-sign"])
 def test_a_close_message_that_says_something_else_is_kept(make_memory, first, second, marker) -> None:
     mem = make_memory("close", Config())
     mem.add([_turn(first, 0, "t1"), _turn(second, 5, "t2")], user_id="u")
@@ -121,6 +123,9 @@ def test_a_true_repeat_in_other_words_order_aside_is_still_dropped(make_memory) 
     ("It is 40%.", "It is 40.", False),
     ("Мы едем в Москву.", "Мы едем в Казань.", False),
     ("The verdict: 👍", "The verdict: 👎", False),
+    ("मेरा दान अच्छा था।", "मेरा दिन अच्छा था।", False),  # a vowel sign is part of its word
+    ("தமிழ் பேசுவேன்.", "தமிழ் பேசுவேன்.", True),
+    ("I love it ❤️", "I love it ❤", True),  # an emoji's variation selector is no word
 ])
 def test_says_nothing_new(new: str, old: str, expected: bool) -> None:
     assert says_nothing_new(new, old) is expected

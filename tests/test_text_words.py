@@ -39,3 +39,12 @@ def test_hash_embedder_features_are_the_words() -> None:
     # same words in any case and punctuation: the same vector
     assert (emb.embed(["Jean-Luc's CAT"]) == emb.embed(["jean luc s cat"])).all()
     assert not (emb.embed(["jean luc"]) == emb.embed(["luc jean"])).all()  # bigrams keep the order
+
+
+def test_keywords_keep_combining_marks_in_their_word() -> None:
+    """A vowel sign or virama is part of its word in every script (Python's re would cut
+    "हिन्दी" into consonants), and a decomposed accent stays on its letter."""
+    from ariadnemem_core.text import keywords
+
+    assert keywords("मैं हिन्दी बोलती हूँ, தமிழ் also, and cafe\u0301 ❤️") == [
+        "मैं", "हिन्दी", "बोलती", "हूँ", "தமிழ்", "cafe\u0301"]
