@@ -242,14 +242,14 @@ class Config:
     #: 65.4 -> 60.5% with no limit, 63.1% at 150; LoCoMo's turns (99% under 75 tokens)
     #: are nearly all short.
     message_context_max_tokens: int = 150
-    #: ADDITION (read-your-writes): a read also considers the scope's latest this many
-    #: turns that ``add`` stored and that wait for their window (``window_size``), each
-    #: whole turn one candidate scored by its cosine to the question (role "pending"), so
-    #: what was just said, here or by another host sharing the store, is found before its
-    #: window is extracted (0 = reads see extracted memories only). Twice a window: a
-    #: backlog (an extractor that keeps failing) costs a read no more than this. No bench
-    #: figure moves (every bench reads after the last flush); the cost is one indexed query
-    #: per read and one embedding call per new pending turn.
+    #: ADDITION (read-your-writes): a read also considers the latest this many turns that
+    #: ``add`` stored and that wait for their window (``window_size``) which the reader may
+    #: see, each whole turn one candidate scored like a memory (role "pending"), so what
+    #: was just said, here or by another host sharing the store, is found before its window
+    #: is extracted (0 = reads see extracted memories only). Twice a window: a backlog (an
+    #: extractor that keeps failing) costs a read no more than this. No bench figure moves
+    #: (every bench reads after the last flush); the cost is one indexed query per read and
+    #: one embedding per pending turn (cached).
     pending_turns: int = 40
     #: Base-graph temporal edge: two terminals closer than this are connected (paper: 6 h).
     delta_time_s: float = 6 * 3600.0

@@ -132,6 +132,20 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:16]}"
 
 
+#: Prefix of the id a read gives a turn still waiting for its window (``pending:<hash>``):
+#: a fact of the evidence graph, not an entry.
+PENDING_PREFIX = "pending:"
+
+
+def not_found(entry_id: str, user_id: str) -> str:
+    """The message of a lookup that found no entry, saying what a pending turn's id is."""
+    if entry_id.startswith(PENDING_PREFIX):
+        return (f"no entry {entry_id!r} for user {user_id!r}: it names a turn that waits for its window "
+                "(role 'pending'), which has no entry until flush() extracts it; "
+                "replace(turn_ids=[...]) takes a turn back by its turn id")
+    return f"no entry {entry_id!r} for user {user_id!r}"
+
+
 @dataclass(slots=True)
 class Turn:
     """One utterance of a dialogue.

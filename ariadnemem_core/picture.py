@@ -67,6 +67,7 @@ ROLE_STYLE: dict[str, tuple[str, str, str]] = {
     "terminal": ("o", "#4c72b0", "terminal (retrieved)"),
     "bridge": ("D", "#dd8452", "bridge (connects terminals)"),
     "update": ("s", "#c44e52", "update (older or newer state)"),
+    "pending": ("^", "#55a868", "pending (said, window not extracted yet)"),
 }
 #: Edge kind -> (colour, line style, width, arrow style). Only update edges carry an
 #: arrow: they are the one kind whose direction (old -> new) the reader must see.
@@ -78,7 +79,7 @@ EDGE_STYLE: dict[str, tuple[str, str, float, str]] = {
 }
 #: Highlighter colours of the reasoning paths, drawn as thick translucent strokes under the edges.
 PATH_COLOURS = ["#ffd400", "#5ad1ff", "#9be22d", "#ff8ad8", "#b39ddb"]
-MERMAID_FILL = {"terminal": "#dbe6f5", "bridge": "#fbe3d2", "update": "#f4d6d7"}
+MERMAID_FILL = {"terminal": "#dbe6f5", "bridge": "#fbe3d2", "update": "#f4d6d7", "pending": "#dcefe0"}
 
 SUFFIXES = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html", ".mmd": "mermaid", ".mermaid": "mermaid"}
 
@@ -194,7 +195,7 @@ LINE_H = FONT * 1.22 / 72  # inches per line of node text
 TEXT_W = (CARD_W - BADGE_W - 0.16) * 72  # points of text per card line; the rest: hinting makes PNG text ~3% wider
 MARGIN_L, MARGIN_R, PAD = 0.55, 0.3, 0.16  # room left of the first column for its arcs; axes padding
 MIN_WIDTH, TARGET_ASPECT = 7.0, 2.4
-CARD_FILL = {"terminal": "#eef3fa", "bridge": "#fdf0e6", "update": "#fbeaea"}
+CARD_FILL = {"terminal": "#eef3fa", "bridge": "#fdf0e6", "update": "#fbeaea", "pending": "#eef7f0"}
 
 _CHAR_W: dict[str, float] = {}
 
@@ -421,7 +422,7 @@ def draw(graph: EvidenceGraph) -> Figure:
     # Legend first: its height is part of the figure's.
     handles = _legend_handles(graph, shown, labels, set(where))
     width = _size(len(cols), rows, card_h)[0]
-    entry_w = max(0.55 + 0.068 * len(str(h.get_label())) for h in handles)  # handle + 9 pt text, inches
+    entry_w = max((0.55 + 0.068 * len(str(h.get_label())) for h in handles), default=1.0)  # handle + 9 pt, inches
     legend_cols = max(1, min(len(handles), int((width - 0.2) // entry_w)))
     foot = 0.2 + 0.27 * -(-len(handles) // legend_cols)
     clock = any(f.timestamp and (f.timestamp.hour, f.timestamp.minute) != (0, 0) for f in graph.facts)
@@ -568,7 +569,7 @@ h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.5em}
 figure{margin:0;overflow-x:auto}figure svg{max-width:100%;height:auto}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
 th{background:#f0f0f0;text-align:left}td.text{max-width:40em;white-space:pre-wrap}code{font-size:.9em}
-.terminal{color:#4c72b0}.bridge{color:#dd8452}.update{color:#c44e52}.role{font-weight:600}
+.terminal{color:#4c72b0}.bridge{color:#dd8452}.update{color:#c44e52}.pending{color:#55a868}.role{font-weight:600}
 """
 
 

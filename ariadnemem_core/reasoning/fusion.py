@@ -29,7 +29,8 @@ from .pool import Candidate
 from .query import Question
 
 #: The channels whose hits are cosines (their candidates join in this order, then lexical's);
-#: "pending" holds the turns that wait for their window (``pending.py``).
+#: "pending" holds the turns that wait for their window (``pending.py``), "pending_terms"
+#: the share of the question's terms each says.
 COSINE_CHANNELS = ("dense", "period", "pending")
 
 Weight = Callable[[Candidate, Question, Config], float]
@@ -90,12 +91,14 @@ def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Questi
             cands[eid] = Candidate(entries[eid], sim, role, dense=sim, channels={source[eid]})
     lexical = drawn.get("lexical", [])
     top_lex = max((h.score for h in lexical), default=0.0) or 1.0
-    for eid, bm25, _ in lexical:
-        if eid not in entries:
-            continue
-        cand = _candidate(cands, entries, eid, q, config)
-        cand.lexical = bm25 / top_lex
-        cand.channels.add("lexical")
+    # BM25 normalised by the best hit; a pending turn (in no BM25 index yet) brings the
+    # share of the question's terms it says, already in [0, 1].
+    shares = [(h.entry_id, h.score / top_lex) for h in lexical] + [h[:2] for h in drawn.get("pending_terms", ())]
+    for eid, share in shares:
+        if eid in entries:
+            cand = _candidate(cands, entries, eid, q, config)
+            cand.lexical = max(cand.lexical, share)
+            cand.channels.add("lexical")
     for hit in drawn.get("messages", ()):
         if hit.entry_id not in entries:
             continue

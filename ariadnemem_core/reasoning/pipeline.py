@@ -84,12 +84,11 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     known_persons = store.known_persons(scope.user_id)
-    # What was just said and waits for its window is read too (read-your-writes). The
-    # fast paths read only extracted memories, so they wait while anything is pending.
+    # What was just said and waits for its window is read too (read-your-writes).
     waiting = pending.pending_entries(store, embedder, scope, cfg)
 
-    if cfg.enable_fastpaths and not waiting:
-        fast_graph = _fast_path_graph(store, scope, query, known_persons, cfg)
+    if cfg.enable_fastpaths:
+        fast_graph = _fast_path_graph(store, scope, query, known_persons, cfg, waiting)
         if fast_graph is not None:
             fast_graph.stats["ms_total"] = _ms(t0)
             return fast_graph
@@ -101,8 +100,10 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     t = time.perf_counter()
     drawn = channels.draw(store, q, cfg)
     found = store.get([h.entry_id for hits in drawn.values() for h in hits], scope.user_id, cached=True)
+    waiting = pending.not_extracted(waiting, found)
     if waiting:
-        drawn, found = {**drawn, "pending": pending.hits(waiting, q)}, {**found, **waiting}
+        cosine, terms = pending.hits(waiting, q, embedder, cfg)
+        drawn, found = {**drawn, "pending": cosine, "pending_terms": terms}, {**found, **waiting.entries}
     # The relevance floor reads the match itself (cosine + BM25 bonus), before the
     # weights that rank candidates against each other (speaker role, entity, question).
     # The message floor is exempt: a flat search would show it, whatever its score.
@@ -117,11 +118,13 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     t = time.perf_counter()
     pool = Pool(cands)
     long_turns: set[str] = set()
+    # A pending turn has no place among stored entries yet: it seeds no expansion.
+    stored = [c for c in cands if c.role != "pending"]
     if cfg.message_context:
-        seeds = [(c.entry, c.score) for c in cands[: cfg.message_context]]
+        seeds = [(c.entry, c.score) for c in stored[: cfg.message_context]]
         long_turns = expansion.message_mates(store, scope, seeds, pool, cfg)
     if cfg.reply_context:
-        expansion.replies(store, scope, [(c.entry, c.score) for c in cands[: cfg.reply_context]], pool, cfg)
+        expansion.replies(store, scope, [(c.entry, c.score) for c in stored[: cfg.reply_context]], pool, cfg)
     speakers = {s.lower() for s in store.participants(scope.user_id)}
     entries = pool.entries()
     stored_updates = [(e.src, e.dst) for e in store.edges(scope.user_id, entries) if e.kind == "update"]
@@ -185,12 +188,13 @@ def _link_skipped_states(pool: Pool, keep: list[str], chains: Mapping[str, list[
                 pool.link(node, end, "update")
 
 
-def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str],
-                     cfg: Config) -> EvidenceGraph | None:
+def _fast_path_graph(store: Store, scope: Scope, query: str, known_persons: set[str], cfg: Config,
+                     waiting: pending.Waiting) -> EvidenceGraph | None:
     """The graph of a confident fast path (see :mod:`.fastpaths`), or None; held to the
-    token budget like any other graph."""
+    token budget like any other graph. A fast path reads extracted memories only: when a
+    turn waiting for its window says what the question asks about, the full read runs instead."""
     fast = try_fast_paths(store, scope, query, known_persons)
-    if fast is None:
+    if fast is None or (waiting and pending.relevant(waiting, query, known_persons)):
         return None
     entries = expansion.in_scope(store.get(fast.entry_ids, scope.user_id, cached=True), scope)
     if not entries:

@@ -55,6 +55,9 @@ from .records import (
     link_refused,
     message_rows,
     pending_of,
+    waiting_params,
+    waiting_sql,
+    waiting_turns,
 )
 from .rows import ENTRY_COLUMNS, entry_params, entry_row_problem, fts_body, readable, turn_from_json, turn_like
 
@@ -442,22 +445,17 @@ class PostgresStore:
                                                   json.dumps(t.to_dict())) for t in turns])
         cur.execute(_BUMP, (scope.user_id, "turns_seen", len(turns)))
 
-    def pending(self, scope: Scope | None = None, *, user_id: str | None = None,
-                limit: int | None = None) -> list[tuple[int, Scope, Turn]]:
-        # The latest ``limit`` rows (read newest first, then put back in arrival order).
-        order = "ORDER BY seq" if limit is None else f"ORDER BY seq DESC LIMIT {int(limit)}"
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
         if scope is None and user_id is not None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
-                              + order, (user_id,))
+                              "ORDER BY seq", (user_id,))
         elif scope is None:
-            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns " + order)
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
         else:
             rows = self._read(
                 "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
-                "AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s " + order,
+                "AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s ORDER BY seq",
                 (scope.user_id, scope.agent_id, scope.session_id))
-        if limit is not None:
-            rows = list(reversed(list(rows)))
         out: list[tuple[int, Scope, Turn]] = []
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:
@@ -468,6 +466,10 @@ class PostgresStore:
         if bad:
             self.quarantine_pending(bad)
         return out
+
+    def waiting(self, scope: Scope, limit: int) -> list[tuple[int, Scope, Turn]]:
+        """See :meth:`Store.waiting` (one indexed query; a read, never a write)."""
+        return waiting_turns(self._read(waiting_sql("%s"), waiting_params(scope, limit)))
 
     @contextmanager
     def claim(self, scope: Scope) -> Iterator[None]:

@@ -61,11 +61,15 @@ class Store(Protocol):
     def add_pending(self, scope: Scope, turns: Sequence[Turn]) -> None:
         """Persist acknowledged turns (durable before any processing)."""
 
-    def pending(self, scope: Scope | None = None, *, user_id: str | None = None,
-                limit: int | None = None) -> list[tuple[int, Scope, Turn]]:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or, with ``user_id``, every scope of that user's, or every) pending
-        turn in arrival order, as (seq, scope, turn); with ``limit``, only the latest
-        ``limit`` of them (a read's view of what waits for its window)."""
+        turn in arrival order, as (seq, scope, turn)."""
+
+    def waiting(self, scope: Scope, limit: int) -> list[tuple[int, Scope, Turn]]:
+        """The latest ``limit`` pending turns a reader of ``scope`` may see (its user; its
+        agent and session where it names them, any where it does not), in arrival order,
+        as (seq, scope, turn): what waits for its window, for a read. Read only: a row that
+        is not a valid turn is skipped, not quarantined (``pending`` does that)."""
 
     def claim(self, scope: Scope) -> AbstractContextManager[None]:
         """Hold the right to extract ``scope``'s pending turns (one worker per scope at a time)."""

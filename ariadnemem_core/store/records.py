@@ -93,6 +93,7 @@ CREATE TABLE IF NOT EXISTS pending_turns (
     session_id TEXT,
     turn TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS pending_turns_user ON pending_turns(user_id, seq);
 CREATE TABLE IF NOT EXISTS recent_turns (
     user_id TEXT NOT NULL,
     agent_id TEXT,
@@ -280,26 +281,22 @@ class Records(Guarded):
         (one in-process SQLite query)."""
         return nullcontext()
 
-    def pending(self, scope: Scope | None = None, *, user_id: str | None = None,
-                limit: int | None = None) -> list[tuple[int, Scope, Turn]]:
+    def pending(self, scope: Scope | None = None, *, user_id: str | None = None) -> list[tuple[int, Scope, Turn]]:
         """The scope's (or, with ``user_id``, every scope of that user's, or every) pending
         turn in arrival order. A row that is not a valid turn (written by an older version,
         or by hand) is quarantined, not returned: one poison row must not stop every user's
         extraction."""
-        # The latest ``limit`` rows (read newest first, then put back in arrival order).
-        order = "ORDER BY seq" if limit is None else f"ORDER BY seq DESC LIMIT {int(limit)}"
         if scope is None and user_id is not None:
             rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = ? "
-                              + order, (user_id,))
+                              "ORDER BY seq", (user_id,))
         elif scope is None:
-            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns " + order)
+            rows = self._read("SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns ORDER BY seq")
         else:
             rows = self._read(
-                "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = ? "
-                "AND agent_id IS ? AND session_id IS ? " + order,
-                (scope.user_id, scope.agent_id, scope.session_id))
-        if limit is not None:
-            rows = list(reversed(list(rows)))
+                "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns "
+                "WHERE user_id = ? AND agent_id IS ? AND session_id IS ? ORDER BY seq",
+                (scope.user_id, scope.agent_id, scope.session_id),
+            )
         out: list[tuple[int, Scope, Turn]] = []
         bad: list[tuple[int, str]] = []
         for seq, u, a, s, t in rows:
@@ -310,6 +307,11 @@ class Records(Guarded):
         if bad:
             self.quarantine_pending(bad)
         return out
+
+    def waiting(self, scope: Scope, limit: int) -> list[tuple[int, Scope, Turn]]:
+        """See :meth:`Store.waiting` (one indexed query; a read, never a write)."""
+        rows = self._read(waiting_sql("?"), waiting_params(scope, limit))
+        return waiting_turns(rows)
 
     def quarantine_pending(self, bad: Sequence[tuple[int, str]]) -> None:
         """Move pending turns (by seq) to the quarantine with their reasons, in one
@@ -1082,6 +1084,31 @@ def pending_of(rows: Iterable[tuple[int, str]], turn_ids: Sequence[str]) -> list
         if turn_id in wanted:
             out.append(int(seq))
     return out
+
+
+# ---------------------------------------------------------------------- waiting turns
+def waiting_sql(mark: str) -> str:
+    """The query of the latest pending turns a reader of a scope may see, newest first: its
+    user, and its agent and session where it names them (``mark``: the driver's placeholder)."""
+    return (f"SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = {mark} "
+            f"AND (CAST({mark} AS TEXT) IS NULL OR agent_id = {mark}) "
+            f"AND (CAST({mark} AS TEXT) IS NULL OR session_id = {mark}) "
+            f"ORDER BY seq DESC LIMIT {mark}")
+
+
+def waiting_params(scope: Scope, limit: int) -> tuple[Any, ...]:
+    """The parameters of :func:`waiting_sql` for ``scope``."""
+    return (scope.user_id, scope.agent_id, scope.agent_id, scope.session_id, scope.session_id, int(limit))
+
+
+def waiting_turns(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Scope, Turn]]:
+    """:func:`waiting_sql`'s rows (newest first) as (seq, scope, turn) in arrival order; a
+    row that is not a valid turn is skipped here (a read writes nothing: flush quarantines it)."""
+    out: list[tuple[int, Scope, Turn]] = []
+    for seq, u, a, s, t in rows:
+        with suppress(InvalidInputError):
+            out.append((int(seq), Scope(u, a, s), turn_from_json(t)))
+    return out[::-1]
 
 
 # ---------------------------------------------------------------------- the message view

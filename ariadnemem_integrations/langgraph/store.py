@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import threading
 import weakref
@@ -239,8 +240,11 @@ class AriadneMemStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         ranked: list[tuple[tuple[str, ...], str, list[Entry], float | None]] = []
         if op.query:
+            # Items are built from entries (a put's key and value ride on them): a turn still
+            # waiting for its window has none, so it would only take an item's place.
             graph = self.memory.retrieve(op.query, user_id=scope.user_id, agent_id=scope.agent_id,
-                                         session_id=scope.session_id)
+                                         session_id=scope.session_id,
+                                         config=dataclasses.replace(self.memory.config, pending_turns=0))
             scores = {f.id: f.score for f in graph.facts}
             facts = sorted(_still_there(self.memory, scores, scope.user_id), key=lambda e: -scores[e.id])
             for (ns, key), group in self._grouped(facts).items():
