@@ -98,7 +98,7 @@ def test_mermaid_structure_roles_and_edge_styles():
         assert nodes[i].lstrip().startswith(f'f{i + 1}["{fact.label} · ')
         assert nodes[i].endswith(f":::{fact.role}")
     assert "f6[\"F6 · undated<br/>" in text
-    for role in ("terminal", "bridge", "update"):
+    for role in ("terminal", "bridge", "update", "pending"):
         assert re.search(rf"classDef {role} fill:#[0-9a-f]{{6}}", text)
     edge_lines = [line.strip() for line in text.splitlines() if re.match(r"\s+f\d+ \S+\|", line)]
     assert "f2 -.->|update| f5" in edge_lines
@@ -121,7 +121,7 @@ def test_mermaid_hostile_text_cannot_escape_its_label():
     assert node.count('"]') == 1  # only the closing one we wrote
     # Whole document: the only raw "<" is our own <br/>, no line break smuggled in, no extra statements.
     assert "<script" not in text and "%% <" not in text
-    assert len(text.splitlines()) == 2 + 6 + 6 + 3 + 2 + 3  # header+comment, nodes, edges, classDefs, ...
+    assert len(text.splitlines()) == 2 + 6 + 6 + 4 + 2 + 3  # header+comment, nodes, edges, classDefs, ...
     hostile = mermaid_escape("a\nb\r\nc`d$e&#x;")
     assert "\n" not in hostile and "`" not in hostile and "$" not in hostile
     assert re.fullmatch(r"[A-Za-z ]*(?:(?:#\w+;)[A-Za-z ]*)*", hostile)
