@@ -321,7 +321,7 @@ class AriadneMemory:
         user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         found = self._store.get([entry_id], user_id)
         if entry_id not in found:
-            raise NotFoundError(not_found(entry_id, user_id))
+            raise NotFoundError(not_found(entry_id, f"for user {user_id!r}"))
         return found[entry_id]
 
     def edges(self, user_id: str = "default") -> list[UpdateEdge]:
@@ -405,7 +405,7 @@ class AriadneMemory:
         user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         with self._user_locks.hold(user_id):
             if not self._store.delete(entry_id, user_id):
-                raise NotFoundError(not_found(entry_id, user_id))
+                raise NotFoundError(not_found(entry_id, f"for user {user_id!r}"))
 
     def replace(self, entry_ids: Iterable[str], turns: TurnsInput = (), *, user_id: str = "default",
                 agent_id: str | None = None, session_id: str | None = None,

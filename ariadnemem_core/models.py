@@ -137,13 +137,14 @@ def new_id(prefix: str) -> str:
 PENDING_PREFIX = "pending:"
 
 
-def not_found(entry_id: str, user_id: str) -> str:
-    """The message of a lookup that found no entry, saying what a pending turn's id is."""
+def not_found(entry_id: str, where: str) -> str:
+    """The message of a lookup that found no entry (``where``: "for user 'maya'"), saying
+    what a pending turn's id is."""
     if entry_id.startswith(PENDING_PREFIX):
-        return (f"no entry {entry_id!r} for user {user_id!r}: it names a turn that waits for its window "
+        return (f"no entry {entry_id!r} {where}: it names a turn that waits for its window "
                 "(role 'pending'), which has no entry until flush() extracts it; "
                 "replace(turn_ids=[...]) takes a turn back by its turn id")
-    return f"no entry {entry_id!r} for user {user_id!r}"
+    return f"no entry {entry_id!r} {where}"
 
 
 @dataclass(slots=True)

@@ -49,6 +49,10 @@ def _seed(store: Path) -> str:
                 user_id="bob")
         mem.flush()
         [entry] = mem.entries("bob")
+        # ... and a turn of bob's still waiting for its window (a read sees pending turns).
+        mem.add([{"speaker": "Bob", "text": "Bob's new locker code is 9931.", "timestamp": "2024-01-03T10:00:00"}],
+                user_id="bob")
+        mem.close(flush=False)
         return entry.id
 
 
@@ -77,7 +81,7 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
     result = await session.call_tool("retrieve", {"query": "What is the locker code?"})
     assert not result.is_error
     text = result.content[0].text
-    assert "2290" in text and "4417" not in text  # alice's fact, never bob's
+    assert "2290" in text and "4417" not in text and "9931" not in text  # alice's fact, never bob's
     graph = result.structured_content
     assert graph["text"] == text and any("2290" in f["text"] for f in graph["facts"])
     assert all(f["id"] != bob_entry for f in graph["facts"])
@@ -101,6 +105,8 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
             await _call(session, name, entry_id=bob_entry)
         with pytest.raises(RuntimeError, match="fixed scope"):
             await _call(session, name, entry_id=bob_entry, user_id="bob")
+    with pytest.raises(RuntimeError, match="waits for its window"):  # a pending fact's id says what it is
+        await _call(session, "history", entry_id="pending:0123456789abcdef")
     with pytest.raises(RuntimeError, match="no entry"):
         await _call(session, "unlink_update", old_id=bob_entry, new_id=ids[0])
     with pytest.raises(RuntimeError, match="no update link"):
@@ -144,7 +150,9 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
 
 def _bob_still_there(store: Path, bob_entry: str) -> None:
     with AriadneMemory(store, embedder=HashEmbedder()) as mem:
-        assert [e.id for e in mem.entries("bob")] == [bob_entry]
+        # Bob's pending turn was extracted when the server closed, as bob's; nothing of his was touched.
+        bobs = mem.entries("bob")
+        assert len(bobs) == 2 and bobs[0].id == bob_entry and "9931" in bobs[1].text
         assert mem.entries("alice") == []
 
 

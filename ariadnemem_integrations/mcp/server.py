@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn, quote
+from ariadnemem_core.models import not_found
 
 from .._compat import require
 
@@ -35,7 +36,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations  # noqa: E402
 NO_MATCH = "No stored memory matches this query."
 #: Largest ``limit`` of ``list_entries``: keeps one reply a reasonable size for a model.
 MAX_LIST = 500
-ENTRY_ID = "An entry id (from list_entries or the JSON of retrieve)."
+ENTRY_ID = ("An entry id (from list_entries or the JSON of retrieve; a fact of role 'pending', id "
+            "'pending:...', is a turn not extracted yet and has no entry until it is).")
 
 INSTRUCTIONS = (
     "Long-term memory of past conversations. Call `retrieve` with the user's question to get "
@@ -80,7 +82,7 @@ class MemoryTools:
     def _owned(self, entry_id: str, scope: Scope) -> Entry:
         """The entry if it belongs to ``scope``; otherwise the same 'no entry' error as for an
         unknown id, so a client learns nothing about other users' ids."""
-        missing = ToolError(f"no entry {entry_id!r} in this memory scope")
+        missing = ToolError(not_found(entry_id, "in this memory scope"))
         try:
             entry = self.memory.get(entry_id, user_id=scope.user_id)
         except NotFoundError:
