@@ -34,7 +34,7 @@ from enum import StrEnum
 
 from .config import Config
 from .limits import bounded_list
-from .models import Entry
+from .models import Entry, local_time
 from .text import MONTHS, STOPWORDS, TITLES, WEEKDAY_ABBR, WEEKDAYS, letter_words, says_nothing_new, stem, value_tokens
 
 
@@ -331,7 +331,7 @@ def _normal(kind: str, value: str) -> str:
 def _profile(entry: Entry) -> _Profile:
     """The entry's profile, cached: coarsening compares one entry with many candidates."""
     return _profile_of(entry.text, entry.speaker, tuple(entry.persons), tuple(entry.entities), entry.location,
-                       entry.timestamp.date() if entry.timestamp else None)
+                       day.date() if (day := local_time(entry)) else None)
 
 
 #: Grounded dates the extractor writes next to relative ones: "(2024-04-20)", "(week of

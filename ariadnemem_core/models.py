@@ -22,7 +22,7 @@ import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -106,7 +106,35 @@ def to_aware(value: Any, field_name: str = "timestamp") -> datetime | None:
     utc = to_utc(value, field_name)  # every check; raises on what it rejects
     if isinstance(value, str):
         value = datetime.fromisoformat(value.strip())
-    return value if isinstance(value, datetime) and value.tzinfo is not None else utc
+    offset = value.utcoffset() if isinstance(value, datetime) else None
+    # A fixed offset, not the zone: the instant and the calendar of that moment are what
+    # count, and a zone's time in a DST gap would not round-trip through ISO text.
+    return utc if utc is None or offset is None else utc.astimezone(timezone(offset))
+
+
+#: ``Entry.metadata`` key: the speaker's UTC offset in seconds, when the turn gave one other
+#: than UTC (an entry's ``timestamp`` is UTC; its day for the speaker is :func:`local_time`).
+UTC_OFFSET_KEY = "utc_offset_s"
+
+
+def offset_of(when: datetime | None) -> dict[str, int]:
+    """The ``Entry.metadata`` item that keeps ``when``'s UTC offset (none for UTC)."""
+    offset = when.utcoffset() if when is not None else None
+    return {UTC_OFFSET_KEY: int(offset.total_seconds())} if offset else {}
+
+
+def local_time(entry: Entry) -> datetime | None:
+    """When the entry was said, in its speaker's own offset (``UTC_OFFSET_KEY``): the
+    calendar its relative dates were grounded in."""
+    if entry.timestamp is None:
+        return None
+    seconds = entry.metadata.get(UTC_OFFSET_KEY)
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not -86_400 < seconds < 86_400:
+        return entry.timestamp
+    try:
+        return entry.timestamp.astimezone(timezone(timedelta(seconds=seconds)))
+    except (OverflowError, ValueError):  # year 1 or 9999 pushed past the calendar's edge
+        return entry.timestamp
 
 
 def to_epoch(value: datetime | None) -> float | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -245,15 +244,35 @@ INERT_WORDS = frozenset({"a", "an", "the", "and", "so", "just", "really", "very"
                          "er", "hmm", "ah"})
 #: The words whose absence turns a statement into its opposite ("I am not allergic" / "I am
 #: allergic"): a restatement may leave out anything but these.
-NEGATIONS = frozenset({"not", "no", "never", "nobody", "none", "nothing", "neither", "nor", "without",
-                       "cannot", "nowhere"})
-#: Single characters that carry a value: currency, mathematical and other symbols (emoji),
+NEGATIONS = frozenset({
+    "not", "no", "never", "nobody", "none", "nothing", "neither", "nor", "without", "cannot", "nowhere",
+    # The negators of other languages a user may write in: a closed class of short words, so
+    # "Ich komme nicht" is never dropped as a repeat of "Ich komme" (nor the other way round).
+    "nicht", "kein", "keine", "keinen", "keinem", "keiner", "nie", "niemals", "nichts",  # German
+    "ne", "pas", "jamais", "aucun", "aucune", "rien", "non", "sans",  # French
+    "nunca", "nada", "ningún", "ninguna", "ninguno", "tampoco", "jamás", "sin",  # Spanish
+    "mai", "nessuno", "niente", "senza",  # Italian
+    "não", "nenhum", "nenhuma", "sem",  # Portuguese
+    "niet", "geen", "nooit", "zonder",  # Dutch
+    "не", "нет", "ни", "никогда", "ничего", "без",  # Russian
+    "nigdy",  # Polish
+    "değil", "yok", "hiç",  # Turkish
+    "không", "chưa", "chẳng",  # Vietnamese
+    "नहीं", "न", "मत",  # Hindi
+    "لا", "لم", "لن", "ليس", "ليست",  # Arabic
+    "לא", "אין",  # Hebrew
+    "안", "못", "않", "없",  # Korean
+    "不", "没", "没有", "別", "别",  # Chinese (a negator written apart; inside a run it changes the word)
+})
+#: A sign that carries a value: currency, mathematical and other symbols (emoji with their
+#: skin tone, flags), read with regex's Unicode data (newer than the interpreter's: "🩷"),
 #: and the percent, number and at signs.
-_SYMBOL_CATEGORIES = frozenset({"Sc", "Sm", "So"})
+_VALUE_SIGN = regex.compile(r"[\p{S}%#@]")
 #: A word is a letter or digit then letters, digits and combining marks: a vowel sign or
 #: virama belongs to its word ("हिन्दी", "தமிழ்"), which Python's re would cut apart. A
 #: mark after no letter (an emoji's variation selector) is a lone sign, left out below.
-_SAID_TOKEN = regex.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[\p{L}\p{N}][\p{L}\p{N}\p{M}]*|[^\p{L}\p{N}_\s]")
+#: A sign is a whole grapheme cluster ("👍🏿" is not "👍🏻", "🇺🇦" not a piece of "🇺🇸🇦🇹").
+_SAID_TOKEN = regex.compile(r"[-\u2212]?\d+(?:[.,:]\d+)*|[\p{L}\p{N}][\p{L}\p{N}\p{M}]*|(?=[^\p{L}\p{N}_\s])\X")
 _CONTRACTIONS = ((re.compile(r"n't\b", re.I), " not"), (re.compile(r"'m\b", re.I), " am"),
                  (re.compile(r"'re\b", re.I), " are"), (re.compile(r"'ve\b", re.I), " have"),
                  (re.compile(r"'ll\b", re.I), " will"))
@@ -282,9 +301,10 @@ def said_tokens(text: str) -> list[str]:
         text = pattern.sub(spelled, text)
     out: list[str] = []
     for tok in _SAID_TOKEN.findall(text):
-        if len(tok) == 1 and not tok.isalnum():
-            if tok not in "%#@" and unicodedata.category(tok) not in _SYMBOL_CATEGORIES:
+        if not (tok[0].isalnum() or tok[0] in "-\u2212"):
+            if not _VALUE_SIGN.search(tok):
                 continue
+            tok = tok.replace("\ufe0f", "").replace("\ufe0e", "")  # text or emoji presentation: one sign
         elif tok.lower() in INERT_WORDS and tok != "A":  # "option A" names a letter
             continue
         tok = tok.lower()
@@ -324,11 +344,15 @@ def says_nothing_new(new: str, old: str) -> bool:
 # --------------------------------------------------------------------------- keywords
 #: Whitespace after a sentence's final ".", "!" or "?" (a plain split: no abbreviation rules).
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: (``_END``: where a number or clock time ends, as ``\b`` did with Python's re, whose word
+#: characters hold no combining mark: "1️⃣" is the number 1 and a keycap.)
+_END = r"(?![\p{L}\p{N}_])"
 _TOKEN_RE = regex.compile(
-    r"\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"  # clock times, joined below
-    r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?\b"  # numbers, dates, phone numbers, 1990s, 5k
-    # words of any script, combining marks included: "reunión", "münchen", "東京", "हिन्दी"
-    r"|\p{L}[\p{L}\p{M}]*(?:['-]\p{L}[\p{L}\p{M}]*)*"
+    r"\d{1,2}(?::\d{2})?\s?(?:am|pm)" + _END  # clock times, joined below
+    + r"|\d+(?:[.,:/-]\d+)*(?:st|nd|rd|th|s|k)?" + _END  # numbers, dates, phone numbers, 1990s, 5k
+    # words of any script, combining marks included: "reunión", "münchen", "東京", "हिन्दी",
+    # and the numeric letters re counted as letters ("m²", "H₂O")
+    + r"|[\p{L}\p{Nl}\p{No}][\p{L}\p{Nl}\p{No}\p{M}]*(?:['-][\p{L}\p{Nl}\p{No}][\p{L}\p{Nl}\p{No}\p{M}]*)*"
 )
 
 

@@ -126,6 +126,12 @@ def test_a_true_repeat_in_other_words_order_aside_is_still_dropped(make_memory) 
     ("मेरा दान अच्छा था।", "मेरा दिन अच्छा था।", False),  # a vowel sign is part of its word
     ("தமிழ் பேசுவேன்.", "தமிழ் பேசுவேன்.", True),
     ("I love it ❤️", "I love it ❤", True),  # an emoji's variation selector is no word
+    ("Approved 👍🏿", "Approved 👍🏻", False),  # a skin tone is part of its sign
+    ("The flag was 🇺🇦", "The flag was 🇺🇸🇦🇹", False),  # a flag is one sign, not two letters
+    ("My favourite is 🩷", "My favourite is 💙", False),  # an emoji newer than the interpreter's data
+    ("Ich komme zur Party.", "Ich komme nicht zur Party.", False),  # negations of other languages
+    ("Je viens demain.", "Je ne viens pas demain.", False),
+    ("मैं आऊँगा।", "मैं नहीं आऊँगा।", False),
 ])
 def test_says_nothing_new(new: str, old: str, expected: bool) -> None:
     assert says_nothing_new(new, old) is expected

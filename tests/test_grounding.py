@@ -3,7 +3,7 @@ read as "the user" / "the assistant", and the speaker prefix names roles the sam
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, tzinfo
 
 import pytest
 
@@ -201,4 +201,37 @@ def test_relative_days_are_read_in_the_speakers_own_offset(stamp: str, said: str
         mem.flush()
         (entry,) = mem.entries("u")
     assert f"({day})" in entry.text
-    assert entry.timestamp == turn.timestamp  # the same instant, stored as UTC
+    assert entry.timestamp == turn.timestamp and entry.timestamp.utcoffset() == timedelta(0)  # same instant, UTC
+
+
+@pytest.mark.parametrize("flush_between", [False, True])
+def test_an_update_is_linked_alike_in_one_window_or_across_two(flush_between: bool) -> None:
+    """The day a stored entry was said is read in its speaker's offset, as in the window it
+    came from: "by Friday" said on a Friday evening in New York is that Friday, not a day
+    already past in UTC, whether or not it was stored before its update arrived."""
+    from ariadnemem_core import AriadneMemory
+
+    with AriadneMemory(None) as mem:
+        mem.add([Turn("Maya", "I need to finish the report by Friday.", "2024-03-01T20:00:00-05:00", "t1")],
+                user_id="u")
+        if flush_between:
+            mem.flush()
+        mem.add([Turn("Maya", "I need to finish the report by Monday.", "2024-03-02T10:00:00-05:00", "t2")],
+                user_id="u")
+        mem.flush()
+        old, new = mem.entries("u")
+    assert "(2024-03-01)" in old.text and old.valid_until is not None and new.valid_until is None
+
+
+def test_an_offset_turn_keeps_a_fixed_offset_and_an_offsetless_zone_reads_as_utc() -> None:
+    from zoneinfo import ZoneInfo
+
+    class NoOffset(tzinfo):
+        def utcoffset(self, dt):  # type: ignore[no-untyped-def]
+            return None
+
+    # A zone's time in a DST gap (02:30 on 2024-03-10 does not exist in New York) round-trips.
+    t = Turn("Ana", "hello", datetime(2024, 3, 10, 2, 30, tzinfo=ZoneInfo("America/New_York")), "z")
+    assert Turn.from_dict(t.to_dict()).timestamp == t.timestamp
+    naive_like = Turn("Ana", "hello", datetime(2024, 3, 1, 12, tzinfo=NoOffset()), "n").timestamp
+    assert naive_like is not None and naive_like.utcoffset() is not None  # comparable with every other turn

@@ -260,6 +260,15 @@ def test_image_caption_in_prompt() -> None:
     assert 'shared image: "a photo of a red vase"' in user
 
 
+def test_turns_in_other_offsets_show_their_offset_in_the_prompt() -> None:
+    """Two turns a minute apart in two offsets read as a minute apart, each in its own
+    speaker's calendar (the model grounds "tomorrow" in it)."""
+    turns = [Turn("Maya", "See you tomorrow!", "2024-03-01T23:30:00-05:00", "a"),
+             Turn("Leo", "Yes, tomorrow.", "2024-03-02T04:31:00+00:00", "b")]
+    user = build_messages(turns, ExtractionContext())[1]["content"]
+    assert "2024-03-01 23:30 UTC-0500 (Friday) Maya" in user and "2024-03-02 04:31 (Saturday) Leo" in user
+
+
 def test_memory_facade_with_llm_extractor(server: FakeOpenAIServer) -> None:
     try:
         from ariadnemem_core import AriadneMemory, HashEmbedder

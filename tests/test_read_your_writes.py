@@ -5,10 +5,11 @@ another user or another session's scoped reader."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ariadnemem_core import Config, NotFoundError
+from ariadnemem_core import Config, NotFoundError, Turn
 from ariadnemem_core.models import Scope
 from ariadnemem_core.synthesis import extractive_answer
 from tests.conftest import BOTH_BACKENDS, turn
@@ -186,3 +187,13 @@ def test_a_pending_courtesy_the_gate_would_drop_is_left_out(make_memory):
         texts = _texts(mem.retrieve("Did Ana say thanks?", user_id="maya"))
         assert any("Porto" in t for t in texts)
         assert any("Thanks" in t for t in texts) is shown
+
+
+def test_a_pending_turn_said_in_another_offset_is_dated_in_utc_like_the_entries(make_memory):
+    mem = make_memory()
+    mem.add([turn("Maya", "I bought a kayak last week.", 0, "k")], user_id="maya")
+    mem.flush()
+    mem.add([Turn("Maya", "I sold the kayak to Leo.", "2024-03-01T23:30:00-05:00", "s")], user_id="maya")
+    (sold,) = [f for f in mem.retrieve("What happened to the kayak?", user_id="maya").facts if f.role == "pending"]
+    assert sold.timestamp is not None and sold.timestamp.utcoffset() == timedelta(0)
+    assert sold.timestamp == datetime(2024, 3, 2, 4, 30, tzinfo=UTC)

@@ -48,3 +48,10 @@ def test_keywords_keep_combining_marks_in_their_word() -> None:
 
     assert keywords("मैं हिन्दी बोलती हूँ, தமிழ் also, and cafe\u0301 ❤️") == [
         "मैं", "हिन्दी", "बोलती", "हूँ", "தமிழ்", "cafe\u0301"]
+
+
+def test_keywords_keep_numbers_before_a_keycap_and_numeric_letters() -> None:
+    from ariadnemem_core.text import keywords
+
+    assert keywords("1️⃣ Book flights, 2️⃣ at 2 pm: H₂O, 50 m²") == [
+        "1", "book", "flights", "2", "2pm", "h₂o", "50", "m²"]

@@ -31,7 +31,7 @@ from typing import Any
 from .. import text as lex
 from ..errors import LLMError, LLMTimeoutError
 from ..llm import LLMClient, LLMResponse, system_user
-from ..models import Entry, Turn, new_id
+from ..models import Entry, Turn, new_id, offset_of, to_utc
 from ..text import WEEKDAY_TITLES
 from . import grounding as g
 from .rules import ExtractionContext, callers_metadata, cover
@@ -119,7 +119,10 @@ class InvalidExtraction(ValueError):
 def _fmt_time(ts: datetime | None) -> str:
     if ts is None:
         return "undated"
-    return f"{ts:%Y-%m-%d %H:%M} ({WEEKDAY_TITLES[ts.weekday()]})"
+    # The speaker's own clock, with its offset when it is not UTC (two turns a minute apart
+    # in two offsets must not read as hours apart).
+    zone = f" UTC{ts:%z}" if ts.utcoffset() else ""
+    return f"{ts:%Y-%m-%d %H:%M}{zone} ({WEEKDAY_TITLES[ts.weekday()]})"
 
 
 def _turn_text(turn: Turn) -> str:
@@ -405,11 +408,11 @@ class LLMExtractor:
                 entities=item["entities"],
                 location=item["location"],
                 topic=item["topic"],
-                timestamp=max(stamps) if stamps else None,
-                first_timestamp=min(stamps) if stamps else None,
+                timestamp=to_utc(max(stamps)) if stamps else None,
+                first_timestamp=to_utc(min(stamps)) if stamps else None,
                 source_turn_ids=[t.turn_id or "" for t in sources],
                 speaker=next(iter(speakers)) if len(speakers) == 1 else None,
-                metadata=metadata,
+                metadata=metadata | offset_of(max(stamps) if stamps else None),
             ))
         return out
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .. import text as lex
 from ..limits import MAX_METADATA_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS, bounded_list, split_text
-from ..models import Entry, Turn, new_id
+from ..models import Entry, Turn, new_id, offset_of, to_utc
 from . import grounding as g
 from .segment import Segment, segment
 
@@ -293,12 +293,14 @@ class RuleExtractor:
             entities=entities,
             location=g.find_location(text, persons, index) if text else None,
             topic=g.find_topic(words),
-            timestamp=turn.timestamp,
-            first_timestamp=turn.timestamp,
+            # Stored in UTC, as every entry is read back; the speaker's offset is kept
+            # for the calendar its dates were grounded in (``models.local_time``).
+            timestamp=to_utc(turn.timestamp),
+            first_timestamp=to_utc(turn.timestamp),
             embedding=None,
             source_turn_ids=[turn.turn_id or ""],
             speaker=turn.speaker,
-            metadata=metadata,
+            metadata=metadata | offset_of(turn.timestamp),
         )
 
     def _sentence_entries(self, turn: Turn, other: str | None, index: dict[str, str]) -> list[Entry]:

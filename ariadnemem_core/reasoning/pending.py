@@ -28,7 +28,7 @@ from ..config import Config
 from ..embedding import Embedder
 from ..extraction import embedding_text
 from ..gating import low_information
-from ..models import PENDING_PREFIX, Entry, Scope, Turn
+from ..models import PENDING_PREFIX, Entry, Scope, Turn, offset_of, to_utc
 from ..store import Store
 from ..text import STOPWORDS, keywords
 from .channels import Hit
@@ -127,9 +127,11 @@ def _entry_id(seq: int, scope: Scope, turn: Turn) -> str:
 def _as_entry(entry_id: str, seq: int, scope: Scope, turn: Turn) -> Entry:
     """A pending turn as a provisional entry: "speaker: text", as the turn was said."""
     words = keywords(turn.text, exclude=[turn.speaker]) if len(turn.text) <= PHATIC_MAX_CHARS else []
+    when = to_utc(turn.timestamp)  # in UTC, as the entries it stands beside
     return Entry(id=entry_id, text=f"{turn.speaker}: {turn.text}", keywords=words, persons=[turn.speaker],
-                 timestamp=turn.timestamp, first_timestamp=turn.timestamp, source_turn_ids=[str(turn.turn_id)],
-                 speaker=turn.speaker, user_id=scope.user_id, agent_id=scope.agent_id, session_id=scope.session_id)
+                 timestamp=when, first_timestamp=when, source_turn_ids=[str(turn.turn_id)], speaker=turn.speaker,
+                 metadata=offset_of(turn.timestamp), user_id=scope.user_id, agent_id=scope.agent_id,
+                 session_id=scope.session_id)
 
 
 def not_extracted(waiting: Waiting, found: Mapping[str, Entry]) -> Waiting:
