@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ariadnemem_core import AriadneMemError, AriadneMemory, Entry, InvalidInputError, NotFoundError, Scope, Turn, quote
-from ariadnemem_core.models import not_found
 
 from .._compat import require
 
@@ -82,7 +81,10 @@ class MemoryTools:
     def _owned(self, entry_id: str, scope: Scope) -> Entry:
         """The entry if it belongs to ``scope``; otherwise the same 'no entry' error as for an
         unknown id, so a client learns nothing about other users' ids."""
-        missing = ToolError(not_found(entry_id, "in this memory scope"))
+        pending = entry_id.startswith("pending:")  # the id retrieve gives a turn not extracted yet
+        missing = ToolError(f"no entry {entry_id!r} in this memory scope" + (
+            ": it names a turn that waits for its window (role 'pending'), which has no entry until "
+            "it is extracted" if pending else ""))
         try:
             entry = self.memory.get(entry_id, user_id=scope.user_id)
         except NotFoundError:
