@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ariadnemem_core import Config, NotFoundError, Turn
+from ariadnemem_core import Config, HashEmbedder, NotFoundError, Turn
 from ariadnemem_core.models import Scope
 from ariadnemem_core.synthesis import extractive_answer
 from tests.conftest import BOTH_BACKENDS, turn
@@ -197,3 +197,26 @@ def test_a_pending_turn_said_in_another_offset_is_dated_in_utc_like_the_entries(
     (sold,) = [f for f in mem.retrieve("What happened to the kayak?", user_id="maya").facts if f.role == "pending"]
     assert sold.timestamp is not None and sold.timestamp.utcoffset() == timedelta(0)
     assert sold.timestamp == datetime(2024, 3, 2, 4, 30, tzinfo=UTC)
+
+
+def test_a_pending_turn_is_embedded_once_however_often_it_is_read(make_memory):
+    """An embedder that caches nothing (an API's) is not called again for the pending turns
+    on every read: their vectors and the gate's verdict are kept."""
+
+    class Counting(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            self.seen += list(texts)
+            return super().embed(texts)
+
+    embedder = Counting()
+    mem = make_memory(embedder=embedder)
+    mem.add([turn("Ana", "Thanks so much!", 0, "t1"), turn("Maya", PORTO, 1, "t2")], user_id="maya")
+    mem.retrieve(QUESTION, user_id="maya")
+    assert any("Porto" in t for t in embedder.seen)
+    embedder.seen.clear()
+    mem.retrieve(QUESTION, user_id="maya")
+    assert embedder.seen and not any("Porto" in t or "Thanks" in t for t in embedder.seen), embedder.seen

@@ -20,6 +20,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from cachetools import LRUCache
@@ -42,8 +43,8 @@ PHATIC_MAX_CHARS = 300
 #: once, however often it is read, whatever the embedder caches itself).
 CACHE_SIZE = 4096
 
-_CACHES: weakref.WeakKeyDictionary[Embedder, LRUCache[tuple[str, str], tuple[Entry, frozenset[str]]]] = (
-    weakref.WeakKeyDictionary())
+_Built = tuple[Entry, frozenset[str], bool]
+_CACHES: weakref.WeakKeyDictionary[Embedder, LRUCache[tuple[Any, ...], _Built]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -77,26 +78,31 @@ def pending_entries(store: Store, embedder: Embedder, scope: Scope, config: Conf
     rows = store.waiting(scope, config.pending_turns)
     if not rows:
         return Waiting()
-    built = _built(embedder, rows)
-    short = [e for e, _ in built if len(e.text) <= PHATIC_MAX_CHARS]
-    phatic = {e.id for e, drop in zip(short, low_information(short, embedder, config), strict=True) if drop}
-    kept = [(e, t) for e, t in built if e.id not in phatic]
+    kept = [(e, t) for e, t, phatic in _built(embedder, rows, config) if not phatic]
     return Waiting({e.id: e for e, _ in kept}, {e.id: t for e, t in kept})
 
 
-def _built(embedder: Embedder, rows: list[tuple[int, Scope, Turn]]) -> list[tuple[Entry, frozenset[str]]]:
-    """The rows as provisional entries, from the cache where built before."""
+def _built(embedder: Embedder, rows: list[tuple[int, Scope, Turn]],
+           config: Config) -> list[_Built]:
+    """The rows as provisional entries with their stemmed words and whether the
+    low-information gate would drop them, from the cache where built before (with the
+    same gate settings)."""
     cache = _cache(embedder)
-    keys = [(_entry_id(seq, row_scope, turn), turn.text) for seq, row_scope, turn in rows]
+    gate = (config.enable_gating, config.enable_low_info_gate, config.low_info_similarity,
+            config.low_info_max_content_words)
+    keys = [(_entry_id(seq, row_scope, turn), turn.text, gate) for seq, row_scope, turn in rows]
     with _LOCK:
         hit = {k: cache[k] for k in keys if cache is not None and k in cache}
     new = [(k, row) for k, row in zip(keys, rows, strict=True) if k not in hit]
     if new:
         entries = [_as_entry(k[0], *row) for k, row in new]
         vectors = np.asarray(embedder.embed([embedding_text(e) for e in entries]), dtype=np.float32)
-        for (k, _), entry, vector in zip(new, entries, vectors, strict=True):
+        for entry, vector in zip(entries, vectors, strict=True):
             entry.embedding = vector
-            hit[k] = (entry, query_terms(entry.text, STOPWORDS))
+        short = [e for e in entries if len(e.text) <= PHATIC_MAX_CHARS]
+        phatic = {e.id for e, drop in zip(short, low_information(short, embedder, config), strict=True) if drop}
+        for (k, _), entry in zip(new, entries, strict=True):
+            hit[k] = (entry, query_terms(entry.text, STOPWORDS), entry.id in phatic)
         if cache is not None:
             with _LOCK:
                 for k, _ in new:
@@ -104,7 +110,7 @@ def _built(embedder: Embedder, rows: list[tuple[int, Scope, Turn]]) -> list[tupl
     return [hit[k] for k in keys]
 
 
-def _cache(embedder: Embedder) -> LRUCache[tuple[str, str], tuple[Entry, frozenset[str]]] | None:
+def _cache(embedder: Embedder) -> LRUCache[tuple[Any, ...], _Built] | None:
     """The embedder's cache of built entries (None for an embedder that cannot be weakly
     referenced: its entries are built at every read)."""
     with _LOCK:
