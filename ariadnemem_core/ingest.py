@@ -450,9 +450,16 @@ def _mean_vector(vectors: list[np.ndarray]) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
+#: Bound: longest word (characters) kept in the mention index. A script written without
+#: spaces makes one word of a whole run (1,000 Han characters: 3,000 bytes), which no
+#: counter question names and which a server's index cannot hold (Postgres refuses a
+#: key over 2,704 bytes: the window would fail at every flush).
+MAX_MENTION_CHARS = 100
+
+
 def _mentions(entry: Entry, target_id: str) -> list[tuple[str, str, str]]:
-    persons = {p.lower() for p in entry.persons}
-    stems = {stem(k) for k in entry.keywords}
+    persons = {p.lower() for p in entry.persons if len(p) <= MAX_MENTION_CHARS}
+    stems = {s for k in entry.keywords if len(s := stem(k)) <= MAX_MENTION_CHARS}
     return [(p, s, target_id) for p in persons for s in stems]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import random
 import threading
 from pathlib import Path
 
@@ -548,3 +549,20 @@ async def test_async_calls_share_one_store(make_memory):
     for user, graph in zip(("ann", "ben"), graphs, strict=True):
         assert graph.facts
         assert all(t.startswith(user + "|") for f in graph.facts for t in f.source_turn_ids)
+
+
+def test_a_word_longer_than_an_index_row_is_stored_and_searched(make_memory):
+    """A script written without spaces gives one very long word (1,000 Han or Thai
+    characters, 3,000 bytes): a window with it commits on every backend (a term that long
+    is no counter's word and is left out of the mention index) instead of failing at every
+    flush, and the turn is found."""
+    rng = random.Random(7)  # varied characters: a repeated one would compress below the limit
+    han = "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(1000))
+    thai = "".join(chr(rng.choice([0x0E01, 0x0E02, 0x0E04, 0x0E07])) + "\u0e34" for _ in range(500))
+    mem = make_memory()
+    mem.add([turn("Mei", han, 0, "han"), turn("Mei", thai, 1, "thai"),
+             turn("Mei", "I adopted a cat called Tofu.", 2, "cat")], user_id="mei")
+    mem.flush()
+    assert mem.stats("mei")["pending_turns"] == 0
+    assert {t for e in mem.entries("mei") for t in e.source_turn_ids} == {"han", "thai", "cat"}
+    assert any("Tofu" in f.text for f in mem.retrieve("What is Mei's cat called?", user_id="mei").facts)
