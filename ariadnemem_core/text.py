@@ -301,7 +301,7 @@ def said_tokens(text: str) -> list[str]:
         text = pattern.sub(spelled, text)
     out: list[str] = []
     for tok in _SAID_TOKEN.findall(text):
-        if not (tok[0].isalnum() or tok[0] in "-\u2212"):
+        if not tok.lstrip("-\u2212")[:1].isalnum():  # a sign ("-12" is a number, "-" alone a dash)
             if not _VALUE_SIGN.search(tok):
                 continue
             tok = tok.replace("\ufe0f", "").replace("\ufe0e", "")  # text or emoji presentation: one sign

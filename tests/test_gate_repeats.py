@@ -135,3 +135,10 @@ def test_a_true_repeat_in_other_words_order_aside_is_still_dropped(make_memory) 
 ])
 def test_says_nothing_new(new: str, old: str, expected: bool) -> None:
     assert says_nothing_new(new, old) is expected
+
+
+def test_a_dash_is_punctuation_and_a_sign_before_a_number_is_its_sign() -> None:
+    from ariadnemem_core.text import said_tokens
+
+    assert said_tokens("Lunch - at noon, -12 degrees") == said_tokens("Lunch at noon -12 degrees")
+    assert "-12" in said_tokens("Lunch - at noon, -12 degrees")
