@@ -55,6 +55,7 @@ from .records import (
     link_refused,
     message_rows,
     pending_of,
+    pending_rows,
     waiting_params,
     waiting_sql,
     waiting_turns,
@@ -456,13 +457,7 @@ class PostgresStore:
                 "SELECT seq, user_id, agent_id, session_id, turn FROM pending_turns WHERE user_id = %s "
                 "AND agent_id IS NOT DISTINCT FROM %s AND session_id IS NOT DISTINCT FROM %s ORDER BY seq",
                 (scope.user_id, scope.agent_id, scope.session_id))
-        out: list[tuple[int, Scope, Turn]] = []
-        bad: list[tuple[int, str]] = []
-        for seq, u, a, s, t in rows:
-            try:
-                out.append((int(seq), Scope(u, a, s), turn_from_json(t)))
-            except InvalidInputError as exc:
-                bad.append((int(seq), str(exc)))
+        out, bad = pending_rows(rows)
         if bad:
             self.quarantine_pending(bad)
         return out

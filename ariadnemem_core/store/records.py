@@ -297,13 +297,7 @@ class Records(Guarded):
                 "WHERE user_id = ? AND agent_id IS ? AND session_id IS ? ORDER BY seq",
                 (scope.user_id, scope.agent_id, scope.session_id),
             )
-        out: list[tuple[int, Scope, Turn]] = []
-        bad: list[tuple[int, str]] = []
-        for seq, u, a, s, t in rows:
-            try:
-                out.append((seq, Scope(u, a, s), turn_from_json(t)))
-            except InvalidInputError as exc:
-                bad.append((seq, str(exc)))
+        out, bad = pending_rows(rows)
         if bad:
             self.quarantine_pending(bad)
         return out
@@ -1101,14 +1095,23 @@ def waiting_params(scope: Scope, limit: int) -> tuple[Any, ...]:
     return (scope.user_id, scope.agent_id, scope.agent_id, scope.session_id, scope.session_id, int(limit))
 
 
+def pending_rows(rows: Iterable[tuple[Any, ...]]) -> tuple[list[tuple[int, Scope, Turn]], list[tuple[int, str]]]:
+    """``pending_turns`` rows ``(seq, user, agent, session, turn JSON)`` as (seq, scope,
+    turn), and the rows that are not a valid turn as (seq, why), each in the rows' order."""
+    out: list[tuple[int, Scope, Turn]] = []
+    bad: list[tuple[int, str]] = []
+    for seq, u, a, s, t in rows:
+        try:
+            out.append((int(seq), Scope(u, a, s), turn_from_json(t)))
+        except InvalidInputError as exc:
+            bad.append((int(seq), str(exc)))
+    return out, bad
+
+
 def waiting_turns(rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, Scope, Turn]]:
     """:func:`waiting_sql`'s rows (newest first) as (seq, scope, turn) in arrival order; a
     row that is not a valid turn is skipped here (a read writes nothing: flush quarantines it)."""
-    out: list[tuple[int, Scope, Turn]] = []
-    for seq, u, a, s, t in rows:
-        with suppress(InvalidInputError):
-            out.append((int(seq), Scope(u, a, s), turn_from_json(t)))
-    return out[::-1]
+    return pending_rows(rows)[0][::-1]
 
 
 # ---------------------------------------------------------------------- the message view
