@@ -50,4 +50,30 @@ class LLMTimeoutError(LLMError, TimeoutError):
 
 
 class NotFoundError(AriadneMemError, KeyError):
-    """An entry id does not exist (in the caller's scope)."""
+    """An entry id does not exist (in the caller's scope).
+
+    :meth:`for_entry` builds the error of a lookup by id, so every host (the library, the
+    MCP server) says the same thing, including what a pending turn's id is.
+    """
+
+    #: The id a read gives a turn that waits for its window (role "pending").
+    PENDING_PREFIX = "pending:"
+
+    @classmethod
+    def for_entry(cls, entry_id: str, where: str) -> NotFoundError:
+        """The error of a lookup that found no entry.
+
+        Args:
+            entry_id: the id looked up.
+            where: the scope searched, as it reads after the id ("for user 'maya'").
+        """
+        if entry_id.startswith(cls.PENDING_PREFIX):
+            return cls(f"no entry {entry_id!r} {where}: it names a turn that waits for its window "
+                       "(role 'pending'), which has no entry until flush() extracts it; "
+                       "replace(turn_ids=[...]) takes a turn back by its turn id")
+        return cls(f"no entry {entry_id!r} {where}")
+
+    def __str__(self) -> str:
+        # KeyError's str() is the repr of its argument (quotes and escapes around the
+        # message); the message reads as written.
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()

@@ -27,7 +27,7 @@ from .extraction import Extractor
 from .files import atomic_open
 from .ingest import Ingestor
 from .limits import check_metadata, check_vector, load_json, replace_surrogates
-from .models import Entry, Scope, Turn, UpdateEdge, check_unicode, clean_text, not_found
+from .models import Entry, Scope, Turn, UpdateEdge, check_unicode, clean_text
 from .storage_view import StorageView
 from .store import Store, open_store
 from .store.locking import MAX_LOCK_TIMEOUT_S
@@ -321,7 +321,7 @@ class AriadneMemory:
         user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         found = self._store.get([entry_id], user_id)
         if entry_id not in found:
-            raise NotFoundError(not_found(entry_id, f"for user {user_id!r}"))
+            raise NotFoundError.for_entry(entry_id, f"for user {user_id!r}")
         return found[entry_id]
 
     def edges(self, user_id: str = "default") -> list[UpdateEdge]:
@@ -405,7 +405,7 @@ class AriadneMemory:
         user_id, entry_id = _user(user_id), _entry_id(entry_id, "entry_id")
         with self._user_locks.hold(user_id):
             if not self._store.delete(entry_id, user_id):
-                raise NotFoundError(not_found(entry_id, f"for user {user_id!r}"))
+                raise NotFoundError.for_entry(entry_id, f"for user {user_id!r}")
 
     def replace(self, entry_ids: Iterable[str], turns: TurnsInput = (), *, user_id: str = "default",
                 agent_id: str | None = None, session_id: str | None = None,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, NotFoundError
 from .limits import MAX_TEXT_CHARS as MAX_TEXT_CHARS  # re-exported: part of the documented API
 from .limits import SURROGATE, check_metadata, check_name
 
@@ -161,18 +161,8 @@ def new_id(prefix: str) -> str:
 
 
 #: Prefix of the id a read gives a turn still waiting for its window (``pending:<hash>``):
-#: a fact of the evidence graph, not an entry.
-PENDING_PREFIX = "pending:"
-
-
-def not_found(entry_id: str, where: str) -> str:
-    """The message of a lookup that found no entry (``where``: "for user 'maya'"), saying
-    what a pending turn's id is."""
-    if entry_id.startswith(PENDING_PREFIX):
-        return (f"no entry {entry_id!r} {where}: it names a turn that waits for its window "
-                "(role 'pending'), which has no entry until flush() extracts it; "
-                "replace(turn_ids=[...]) takes a turn back by its turn id")
-    return f"no entry {entry_id!r} {where}"
+#: a fact of the evidence graph, not an entry (defined with the error that explains it).
+PENDING_PREFIX = NotFoundError.PENDING_PREFIX
 
 
 @dataclass(slots=True)

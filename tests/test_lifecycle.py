@@ -73,8 +73,10 @@ def test_delete_removes_from_every_index_and_repairs_chain(make_memory):
     ids = {e.source_turn_ids[0]: e.id for e in mem.entries()}
     assert [(e.src, e.dst) for e in mem.edges()][:1] == [(ids["m1"], ids["m2"])]
     mem.delete(ids["m2"])
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         mem.get(ids["m2"])
+    # The message reads as written, not as KeyError's quoted repr of it.
+    assert str(missing.value) == f"no entry {ids['m2']!r} for user 'default'"
     assert ids["m2"] not in {e.id for e in mem.entries()}
     assert (ids["m1"], ids["m3"]) in {(e.src, e.dst) for e in mem.edges()}
     assert all(ids["m2"] not in (e.src, e.dst) for e in mem.edges())

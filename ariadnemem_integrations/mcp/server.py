@@ -81,10 +81,7 @@ class MemoryTools:
     def _owned(self, entry_id: str, scope: Scope) -> Entry:
         """The entry if it belongs to ``scope``; otherwise the same 'no entry' error as for an
         unknown id, so a client learns nothing about other users' ids."""
-        pending = entry_id.startswith("pending:")  # the id retrieve gives a turn not extracted yet
-        missing = ToolError(f"no entry {entry_id!r} in this memory scope" + (
-            ": it names a turn that waits for its window (role 'pending'), which has no entry until "
-            "it is extracted" if pending else ""))
+        missing = ToolError(str(NotFoundError.for_entry(entry_id, "in this memory scope")))
         try:
             entry = self.memory.get(entry_id, user_id=scope.user_id)
         except NotFoundError:
