@@ -212,19 +212,20 @@ class Config:
     lexical_weight: float = 0.15
     #: Score multiplier for candidates that contain none of the query's entities.
     entity_miss_penalty: float = 0.5
-    #: Score multiplier for entries that only ask (end with "?"): a question asserts
-    #: nothing a memory can answer from. On the LoCoMo dev set 25% of turns end with "?"
-    #: but only 14% of the turns questions cite as evidence do.
+    #: Score multiplier for entries that only ask (``fusion.only_asks``: end with "?" and
+    #: open as a question): a question asserts nothing a memory can answer from. On the
+    #: LoCoMo dev set 25% of turns end with "?" but only 14% of the turns questions cite as
+    #: evidence do. An entry that states before it asks is not lowered: an agent's user
+    #: states their facts inside requests ("The user is moving the launch to May 3, can the
+    #: assistant update the plan?"). Retrieval only, fixed stores, against lowering every
+    #: entry that ends with "?" (paired; reply context, below, gone in both): BEAM
+    #: 100K tune +2.3 [+0.8, +4.2], as one log +1.3 [+0.2, +2.6], BEAM 500K held out
+    #: +3.3 [+0.4, +6.2], LoCoMo dev cat 1-4 -0.1 [-0.9, +0.7] with every category still at or
+    #: above flat-hybrid@30. Not lowering questions at all (1.0) was as good on BEAM but
+    #: took LoCoMo multi-hop below flat-hybrid@30 (49.7 against 52.0).
     question_penalty: float = 0.6
-    #: ADDITION (not in the paper): replies pulled in as candidates, i.e. the entries of the
-    #: next turn by the other speaker after each of the ``reply_context`` best terminals,
-    #: scored ``reply_weight`` x the terminal (0 = off). A question's evidence is often the
-    #: answer to the turn that matches it ("How does Jon feel about the opening?" -> "I'm
-    #: excited!"); on three dev conversations single-hop recall rose from 78.2% to 81.5%.
-    reply_context: int = 5
-    reply_weight: float = 0.8
     #: ADDITION: the other entries of the same message as each of the ``message_context``
-    #: best candidates join the candidates, scored ``reply_weight`` x that candidate (0 =
+    #: best candidates join the candidates, scored ``message_weight`` x that candidate (0 =
     #: off). A message split into sentence entries can state a fact across two of them
     #: ("I joined a church last week." / "I wanted to feel closer to a community."); recall
     #: cannot see the difference (the turn is covered either way), only a reader can. With
@@ -236,6 +237,9 @@ class Config:
     #: +5.0], BEAM 500K held out +1.4 [+0.5, +2.5]: the budget the mates take goes to
     #: other facts. It stays at 5 until the QA bench is run again with 0.
     message_context: int = 5
+    #: Score of a message mate relative to the hit whose message it completes: below the
+    #: hit, so a mate never outranks the sentence that matched.
+    message_weight: float = 0.8
     #: ADDITION: a message is shown whole only when its entries total at most this many
     #: tokens: a chat turn, not a document. Whole long messages filled the budget with
     #: one message: on BEAM dev (user-assistant, median message 460 tokens) recall fell
@@ -425,7 +429,7 @@ class Config:
     @classmethod
     def paper(cls, **changes: Any) -> Config:
         """The paper's published thresholds and candidate counts where this project departs
-        from them (the additions, such as reply context, stay on: switch them off by name).
+        from them (the additions, such as the question penalty, stay on: switch them off by name).
 
         Args:
             **changes: fields to set on top of the paper's values.

@@ -537,7 +537,7 @@ def test_message_context_brings_the_rest_of_a_hits_message(tmp_path: Path) -> No
         assert len([e for e in mem.entries(user_id="u") if "D1:1" in e.source_turn_ids]) == 3
         for n in (0, 1):
             # Message context alone (the message floor would pin what flat shows first).
-            cfg = mem.config.replace(message_context=n, min_nodes=1, max_nodes=2, reply_context=0, message_floor=0.0)
+            cfg = mem.config.replace(message_context=n, min_nodes=1, max_nodes=2, message_floor=0.0)
             graph = mem.retrieve(question, user_id="u", config=cfg)
             shown[n] = {f.text for f in graph.facts}
     assert not any("church" in t for t in shown[0])
@@ -566,7 +566,7 @@ def test_message_context_leaves_a_long_message_to_its_excerpts(tmp_path: Path) -
         shown = {}
         for cap in (150, 10_000):
             cfg = mem.config.replace(message_context=1, message_context_max_tokens=cap, min_nodes=1, max_nodes=3,
-                                     reply_context=0, message_floor=0.0)
+                                     message_floor=0.0)
             graph = mem.retrieve(question, user_id="u", config=cfg)
             shown[cap] = [f.text for f in graph.facts]
     assert any("faith" in t for t in shown[150])

@@ -26,7 +26,7 @@ DECOY = "Alpha beta gamma zzz."
 
 
 def _knobs(**extra) -> Config:
-    return Config(**({"k_sem": 1, "k_sem_assistant": 0, "k_lex": 1, "reply_context": 0, "message_context": 0,
+    return Config(**({"k_sem": 1, "k_sem_assistant": 0, "k_lex": 1, "message_context": 0,
                       "enable_bridges": False, "enable_fastpaths": False, "nameless_query_weight": 0.0,
                       "relevance_floor": 0.0} | extra))
 

@@ -42,7 +42,7 @@ def _conversation() -> list[Turn]:
 
 
 def _ranked(make_memory, name: str, **knobs) -> list[str]:
-    knobs = {"k_lex": 1, "reply_context": 0, "message_context": 0, "enable_bridges": False} | knobs
+    knobs = {"k_lex": 1, "message_context": 0, "enable_bridges": False} | knobs
     mem = make_memory(name, Config(**knobs))
     mem.add(_conversation(), user_id="u")
     # Another user's memory of the same kind is never drawn by either vector.

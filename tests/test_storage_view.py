@@ -56,7 +56,7 @@ def test_retrieve_takes_read_settings_for_one_call(tmp_path: Path) -> None:
         question = "What does Ana do: kayak, nurse, paddle?"
         full = mem.retrieve(question, user_id="ana")
         small = mem.retrieve(question, user_id="ana", config=mem.config.replace(
-            max_nodes=1, min_nodes=1, reply_context=0, message_context=0, path_lines=True))
+            max_nodes=1, min_nodes=1, message_context=0, path_lines=True))
         assert len(small.facts) == 1 < len(full.facts)
         assert small.path_lines and not full.path_lines
         assert mem.config.max_nodes != 1 and not mem.config.path_lines  # the memory's own settings

@@ -5,7 +5,6 @@ entry:
 
 * ``message_mates`` (``message_context``): the other sentences of a strong hit's message,
   when the message is short enough to be shown whole;
-* ``replies`` (``reply_context``): the turn that answers a strong hit;
 * ``add_bridges`` (``enable_bridges``): Steiner-style connectors between disconnected
   terminals (``bridges.py``);
 * ``add_states``: the previous state of a candidate that updated one, and the newest
@@ -37,8 +36,6 @@ OLDER_STATE_WEIGHT = 0.9
 #: Bound: how far (in stored entries) the other sentences of a message are looked for
 #: (they are stored next to each other; a message shown whole is short).
 MESSAGE_SPAN = 8
-#: Bound: how far (in stored entries) the reply to a hit is looked for.
-REPLY_SPAN = 6
 
 #: ``(entry, its fused score)`` of the strongest candidates, taken before expansion.
 Seed = tuple[Entry, float]
@@ -71,29 +68,8 @@ def message_mates(store: Store, scope: Scope, seeds: Sequence[Seed], pool: Pool,
             long_turns |= turn
             continue
         for e in mates:
-            pool.raise_to(e, max(0.0, score * cfg.reply_weight), "terminal")
+            pool.raise_to(e, max(0.0, score * cfg.message_weight), "terminal")
     return long_turns
-
-
-def replies(store: Store, scope: Scope, seeds: Sequence[Seed], pool: Pool, cfg: Config) -> None:
-    """Dialogue adjacency: the turn that answers a strong hit often holds the evidence
-    ("How does Jon feel about the opening?" -> the reply "I'm excited!")."""
-    for src, score in seeds:
-        turn = set(src.source_turn_ids)
-        nxt_turn: set[str] | None = None
-        for e in store.following(scope, src, REPLY_SPAN):
-            ids = set(e.source_turn_ids)
-            if ids & turn:
-                continue
-            if nxt_turn is None:
-                nxt_turn = ids
-            elif not ids & nxt_turn:
-                break
-            if e.speaker == src.speaker:
-                break
-            if scope.matches(e):
-                weight = cfg.assistant_weight if cfg.is_assistant(e.speaker) else 1.0
-                pool.add(e, score * cfg.reply_weight * weight, "terminal")
 
 
 def add_bridges(store: Store, scope: Scope, g: nx.Graph[str], pool: Pool, cfg: Config) -> int:

@@ -8,7 +8,7 @@ against each other, each a small function of its own (:data:`WEIGHTS`):
 
 * ``entity``: a memory that lacks every entity the question names (a question about
   Caroline should not be answered from a fact that never mentions her),
-* ``question``: a memory that only asks a question,
+* ``question``: a memory that only asks a question (:func:`only_asks`),
 * ``assistant``: a memory the assistant said (``assistant_weight``),
 * ``period``: a memory said within the period the question names ranks higher.
 
@@ -17,6 +17,7 @@ A reranker is one more function in :data:`WEIGHTS` and one ``Config`` entry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -47,8 +48,25 @@ def _entity(c: Candidate, q: Question, cfg: Config) -> float:
     return cfg.entity_miss_penalty if q.entities and not mentions_any(c.entry, q.entities) else 1.0
 
 
+#: How a sentence that asks opens, after a speaker's name and an interjection: a question
+#: word, an auxiliary or a request's modal ("What's Melanie's best camping memory?", "hmm,
+#: does the user need to restart the service?", "Can the assistant help with that?").
+_ASKING_OPENER = re.compile(
+    r"^(?:[\w .'-]{1,30}: )?[\"“]?(?:(?:hmm+|um+|uh+|ok(?:ay)?|so|well|oh|hey|yeah|right|also|and|but|wait|btw)[,.!]?\s+)*"
+    r"(?:what(?:'s)?|when|where|who|whom|whose|why|how|which|is|are|was|were|do|does|did|can|could|would|will|"
+    r"shall|should|have|has|had|any|anything|care|isn't|aren't|don't|doesn't|didn't|wanna|got)\b", re.I)
+
+
+def only_asks(text: str) -> bool:
+    """Whether a memory only asks: it ends with "?" and opens as a question. One that
+    states before it asks ("The user is moving the launch to May 3, can the assistant
+    update the plan?", "Books have such power! Which one is your favourite?") states
+    something a question can be answered from, and is not lowered."""
+    return text.rstrip().rstrip('"').endswith("?") and bool(_ASKING_OPENER.search(text))
+
+
 def _asks(c: Candidate, q: Question, cfg: Config) -> float:
-    return cfg.question_penalty if c.entry.text.rstrip().rstrip('"').endswith("?") else 1.0
+    return cfg.question_penalty if only_asks(c.entry.text) else 1.0
 
 
 def _assistant(c: Candidate, q: Question, cfg: Config) -> float:

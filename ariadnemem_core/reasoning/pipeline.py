@@ -123,8 +123,6 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     if cfg.message_context:
         seeds = [(c.entry, c.score) for c in stored[: cfg.message_context]]
         long_turns = expansion.message_mates(store, scope, seeds, pool, cfg)
-    if cfg.reply_context:
-        expansion.replies(store, scope, [(c.entry, c.score) for c in stored[: cfg.reply_context]], pool, cfg)
     speakers = {s.lower() for s in store.participants(scope.user_id)}
     entries = pool.entries()
     stored_updates = [(e.src, e.dst) for e in store.edges(scope.user_id, entries) if e.kind == "update"]

@@ -678,21 +678,6 @@ class PostgresStore:
         return int(self._read("SELECT count(*) FROM entries WHERE user_id = %s" + _scope_sql(scope, params),
                               params)[0][0])
 
-    def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
-        table = self._seq_table(scope.user_id)
-        if table is not None:
-            seqs, ids, agents, sessions = table
-            out: list[str] = []
-            for k in range(int(np.searchsorted(seqs, entry.seq, side="right")), len(ids)):
-                if len(out) >= n:
-                    break
-                if _in_scope(scope, agents[k], sessions[k]):
-                    out.append(ids[k])
-            return self._in_order(out, scope.user_id)
-        params: list[Any] = [scope.user_id, entry.seq]
-        where = "e.user_id = %s AND e.seq > %s" + _scope_sql(scope, params, "e.")
-        return self._entries_where(where + " ORDER BY e.seq LIMIT %s", [*params, n])
-
     def around(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         table = self._seq_table(scope.user_id)
         if table is not None:

@@ -123,9 +123,6 @@ class Store(Protocol):
     def message_lexical(self, scope: Scope, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` BM25 matches among the scope's messages: (turn id, positive score)."""
 
-    def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
-        """The next ``n`` entries stored after ``entry`` in its scope."""
-
     def around(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         """The entries stored up to ``n`` places before and after ``entry`` in its scope."""
 

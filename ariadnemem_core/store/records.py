@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_user_ts ON entries(user_id, ts);
 CREATE INDEX IF NOT EXISTS entries_unindexed ON entries(indexed) WHERE indexed = 0;
--- (user_id, seq): the reply lookup (``following``) seeks instead of sorting the user's rows.
+-- (user_id, seq): the message lookup (``around``) seeks instead of sorting the user's rows.
 CREATE INDEX IF NOT EXISTS entries_user_seq ON entries(user_id, seq);
 -- (user_id, speaker, seq): ``participants`` is a loose index scan, one seek per speaker.
 CREATE INDEX IF NOT EXISTS entries_user_speaker ON entries(user_id, speaker, seq);
@@ -546,16 +546,6 @@ class Records(Guarded):
             return int(self._read("SELECT COUNT(*) FROM entries")[0][0])
         sql, params = scope_sql("SELECT COUNT(*) FROM entries WHERE user_id = ?", [scope.user_id], scope)
         return int(self._read(sql, params)[0][0])
-
-    def following(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
-        """The next ``n`` entries stored after ``entry`` in its scope (insertion order):
-        in a dialogue, the reply to it. Read-only shared objects (generation cache)."""
-        sql, params = scope_sql("SELECT id FROM entries WHERE user_id = ? AND seq > ?",
-                                 [scope.user_id, entry.seq], scope)
-        key = ("following", scope.user_id, scope.agent_id, scope.session_id, entry.seq, n)
-        ids = self._cached(key, lambda: [r[0] for r in self._read(sql + " ORDER BY seq LIMIT ?", [*params, n])])
-        found = self.get(ids, scope.user_id, cached=True)
-        return [found[i] for i in ids if i in found]
 
     def around(self, scope: Scope, entry: Entry, n: int) -> list[Entry]:
         """The entries stored up to ``n`` places before and after ``entry`` in its scope
