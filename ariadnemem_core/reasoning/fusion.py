@@ -52,7 +52,8 @@ def _entity(c: Candidate, q: Question, cfg: Config) -> float:
 #: word, an auxiliary or a request's modal ("What's Melanie's best camping memory?", "hmm,
 #: does the user need to restart the service?", "Can the assistant help with that?").
 _ASKING_OPENER = re.compile(
-    r"^(?:[\w .'-]{1,30}: )?[\"“]?(?:(?:hmm+|um+|uh+|ok(?:ay)?|so|well|oh|hey|yeah|right|also|and|but|wait|btw)[,.!]?\s+)*"
+    r"^(?:[\w .'-]{1,30}: )?[\"“]?"
+    r"(?:(?:hmm+|um+|uh+|ok(?:ay)?|so|well|oh|hey|yeah|right|also|and|but|wait|btw)[,.!]?\s+)*"
     r"(?:what(?:'s)?|when|where|who|whom|whose|why|how|which|is|are|was|were|do|does|did|can|could|would|will|"
     r"shall|should|have|has|had|any|anything|care|isn't|aren't|don't|doesn't|didn't|wanna|got)\b", re.I)
 
