@@ -1484,11 +1484,11 @@ VALIDATION_7 = Path(__file__).parent / "data" / "update_dialogues_validation7.js
 
 
 @pytest.mark.parametrize(("path", "floors"), [
-    (VALIDATION_3, {"linked": 30.0, "latest_answered": 70.0, "original_answered": 95.0, "negatives_answered": 90.0}),
-    (VALIDATION_4, {"linked": 25.0, "latest_answered": 80.0, "original_answered": 90.0, "negatives_answered": 70.0}),
-    (VALIDATION_5, {"latest_answered": 40.0, "original_answered": 70.0, "negatives_answered": 80.0}),
+    (VALIDATION_3, {"linked": 30.0, "latest_answered": 70.0, "original_answered": 90.0, "negatives_answered": 90.0}),
+    (VALIDATION_4, {"linked": 25.0, "latest_answered": 80.0, "original_answered": 90.0, "negatives_answered": 80.0}),
+    (VALIDATION_5, {"latest_answered": 40.0, "original_answered": 75.0, "negatives_answered": 80.0}),
     (VALIDATION_6, {"linked": 25.0, "latest_answered": 75.0, "original_answered": 80.0, "negatives_answered": 70.0}),
-    (VALIDATION_7, {"linked": 10.0, "latest_answered": 50.0, "original_answered": 85.0, "negatives_answered": 80.0}),
+    (VALIDATION_7, {"linked": 10.0, "latest_answered": 50.0, "original_answered": 95.0, "negatives_answered": 80.0}),
 ], ids=["validation-3", "validation-4", "validation-5", "validation-6", "validation-7"])
 def test_the_validation_suites_hold_their_figures(minilm, path: Path, floors: dict[str, float]) -> None:
     suite = load_suite(path)
