@@ -217,12 +217,13 @@ class Config:
     #: LoCoMo dev set 25% of turns end with "?" but only 14% of the turns questions cite as
     #: evidence do. An entry that states before it asks is not lowered: an agent's user
     #: states their facts inside requests ("The user is moving the launch to May 3, can the
-    #: assistant update the plan?"). Retrieval only, fixed stores, against lowering every
-    #: entry that ends with "?" (paired; reply context, below, gone in both): BEAM
-    #: 100K tune +2.3 [+0.8, +4.2], as one log +1.3 [+0.2, +2.6], BEAM 500K held out
-    #: +3.3 [+0.4, +6.2], LoCoMo dev cat 1-4 -0.1 [-0.9, +0.7] with every category still at or
-    #: above flat-hybrid@30. Not lowering questions at all (1.0) was as good on BEAM but
-    #: took LoCoMo multi-hop below flat-hybrid@30 (49.7 against 52.0).
+    #: assistant update the plan?"). Retrieval only, fixed stores, paired, against lowering
+    #: every entry that ends with "?" (together with dropping reply context, which alone
+    #: moved nothing: docs/concepts/retrieval.md): BEAM 100K tune +2.3 [+0.8, +4.2], as one
+    #: log +1.3 [+0.2, +2.6], BEAM 500K held out +3.3 [+0.4, +6.2], LoCoMo dev cat 1-4 -0.1
+    #: [-0.9, +0.7] with every category still at or above flat-hybrid@30. Not lowering
+    #: questions at all (1.0) was as good on BEAM but took LoCoMo multi-hop below
+    #: flat-hybrid@30 (49.7 against 52.0).
     question_penalty: float = 0.6
     #: ADDITION: the other entries of the same message as each of the ``message_context``
     #: best candidates join the candidates, scored ``message_weight`` x that candidate (0 =

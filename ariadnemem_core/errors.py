@@ -60,17 +60,21 @@ class NotFoundError(AriadneMemError, KeyError):
     PENDING_PREFIX = "pending:"
 
     @classmethod
-    def for_entry(cls, entry_id: str, where: str) -> NotFoundError:
+    def for_entry(cls, entry_id: str, where: str, *, library: bool = True) -> NotFoundError:
         """The error of a lookup that found no entry.
 
         Args:
             entry_id: the id looked up.
             where: the scope searched, as it reads after the id ("for user 'maya'").
+            library: name the library calls that act on a pending turn (``flush``,
+                ``replace``); a host that does not offer them (the MCP server) leaves
+                them out.
         """
         if entry_id.startswith(cls.PENDING_PREFIX):
+            until = ("until flush() extracts it; replace(turn_ids=[...]) takes a turn back by its turn id"
+                     if library else "until it is extracted")
             return cls(f"no entry {entry_id!r} {where}: it names a turn that waits for its window "
-                       "(role 'pending'), which has no entry until flush() extracts it; "
-                       "replace(turn_ids=[...]) takes a turn back by its turn id")
+                       f"(role 'pending'), which has no entry {until}")
         return cls(f"no entry {entry_id!r} {where}")
 
     def __str__(self) -> str:

@@ -105,8 +105,9 @@ async def _exercise_fixed_scope(session: ClientSession, bob_entry: str) -> None:
             await _call(session, name, entry_id=bob_entry)
         with pytest.raises(RuntimeError, match="fixed scope"):
             await _call(session, name, entry_id=bob_entry, user_id="bob")
-    with pytest.raises(RuntimeError, match="waits for its window"):  # a pending fact's id says what it is
+    with pytest.raises(RuntimeError, match="waits for its window") as pending:  # a pending fact's id says what it is
         await _call(session, "history", entry_id="pending:0123456789abcdef")
+    assert "flush()" not in str(pending.value)  # a library call an MCP client cannot make
     with pytest.raises(RuntimeError, match="no entry"):
         await _call(session, "unlink_update", old_id=bob_entry, new_id=ids[0])
     with pytest.raises(RuntimeError, match="no update link"):

@@ -81,7 +81,7 @@ class MemoryTools:
     def _owned(self, entry_id: str, scope: Scope) -> Entry:
         """The entry if it belongs to ``scope``; otherwise the same 'no entry' error as for an
         unknown id, so a client learns nothing about other users' ids."""
-        missing = ToolError(str(NotFoundError.for_entry(entry_id, "in this memory scope")))
+        missing = ToolError(str(NotFoundError.for_entry(entry_id, "in this memory scope", library=False)))
         try:
             entry = self.memory.get(entry_id, user_id=scope.user_id)
         except NotFoundError:
