@@ -6,8 +6,6 @@ plus a normalised BM25 bonus (``lexical_weight``), or, when higher, how well the
 message it stands for matched (the message channel), then by the weights that rank matches
 against each other, each a small function of its own (:data:`WEIGHTS`):
 
-* ``entity``: a memory that lacks every entity the question names (a question about
-  Caroline should not be answered from a fact that never mentions her),
 * ``question``: a memory that only asks a question (:func:`only_asks`),
 * ``assistant``: a memory the assistant said (``assistant_weight``),
 * ``period``: a memory said within the period the question names ranks higher.
@@ -35,17 +33,6 @@ from .query import Question
 COSINE_CHANNELS = ("dense", "period", "pending")
 
 Weight = Callable[[Candidate, Question, Config], float]
-
-
-def mentions_any(entry: Entry, entities: list[str]) -> bool:
-    """Whether a memory names any of ``entities`` (lowercase) in its text, persons,
-    entities or speaker."""
-    hay = " ".join([entry.text, *entry.persons, *entry.entities, entry.speaker or ""]).lower()
-    return any(e in hay for e in entities)
-
-
-def _entity(c: Candidate, q: Question, cfg: Config) -> float:
-    return cfg.entity_miss_penalty if q.entities and not mentions_any(c.entry, q.entities) else 1.0
 
 
 #: How a sentence that asks opens, after a speaker's name and an interjection: a question
@@ -82,7 +69,7 @@ def _period(c: Candidate, q: Question, cfg: Config) -> float:
 
 
 #: The weights, applied in this order to every candidate's match score.
-WEIGHTS: dict[str, Weight] = {"entity": _entity, "question": _asks, "assistant": _assistant, "period": _period}
+WEIGHTS: dict[str, Weight] = {"question": _asks, "assistant": _assistant, "period": _period}
 
 
 def fuse(entries: Mapping[str, Entry], drawn: Mapping[str, list[Hit]], q: Question,
