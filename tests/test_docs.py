@@ -281,3 +281,17 @@ def test_readme_and_docs_speak_of_the_project_not_of_issue_numbers() -> None:
     found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in files
              for m in pattern.finditer(p.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+def test_every_read_path_constant_in_the_architecture_table_exists() -> None:
+    """The architecture page's table of read-path constants names each constant with its
+    module: a row whose constant was removed from the code would describe a stage that no
+    longer runs."""
+    import importlib
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([A-Z][A-Z0-9_]*)` \| `(\w+)`", text, re.M)
+    assert len(rows) >= 10, rows
+    for name, module in rows:
+        package = "ariadnemem_core" if module == "synthesis" else "ariadnemem_core.reasoning"
+        assert hasattr(importlib.import_module(f"{package}.{module}"), name), (module, name)

@@ -10,7 +10,7 @@ fast paths     counters ("how many times") and attribute look-ups, no search    
 question       the question read once: vectors, persons, period, words             ``query``, ``periods``
 channels       dense, lexical and period candidates                                ``channels`` (k_sem, k_lex, k_period)
 fusion         one score per candidate: match x weights                            ``fusion`` (lexical_weight, ...)
-expansion      message mates, replies, bridges, older and newer states             ``expansion``, ``bridges``
+expansion      message mates, bridges, older and newer states                      ``expansion``, ``bridges``
 paths          DFS reasoning paths over the candidates                             ``paths`` (enable_paths)
 budget         node and token budget; long entries as excerpts                     ``budget``, ``excerpt``
 =============  ==================================================================  ============================

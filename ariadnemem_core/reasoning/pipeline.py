@@ -2,7 +2,7 @@
 
 fast paths -> read the question -> channels (and the turns waiting for their window)
 -> fusion -> relevance floor -> expansion
-(message, replies, base graph, bridges) -> paths -> states -> budget -> graph. Each stage
+(message mates, base graph, bridges) -> paths -> states -> budget -> graph. Each stage
 is a small function of its own module; this one only wires them, in one direction, and
 records per-stage timings in ``graph.stats``. ``Config`` switches the stages.
 """
@@ -158,7 +158,7 @@ def _build(store: Store, embedder: Embedder, config: Config, query: str, scope: 
     graph.stats.update(timings | {
         "terminals": len(cands), "bridges": sum(1 for i in keep if pool[i].role == "bridge"),
         "bridges_found": n_bridges, "query_entities": q.entities, "paths_mined": len(graph.paths),
-        # Considered (terminal, reply, bridge or newer state) but cut by the node/token budget:
+        # Considered (terminal, message mate, bridge or newer state) but cut by the node/token budget:
         # tells "never retrieved" apart from "retrieved, then pruned" when evidence is missing.
         "pruned": [i for i in entries if i not in kept],
         "ms_total": _ms(t0),

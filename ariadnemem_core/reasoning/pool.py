@@ -1,7 +1,7 @@
 """The one candidate set every stage of Phase II reads and grows.
 
 Channels draw candidates, fusion scores them, expansion adds the memories around them
-(the rest of a message, replies, bridges, older and newer states), the budget chooses
+(the rest of a message, bridges, older and newer states), the budget chooses
 among them. They all work on one :class:`Pool`: an entry, its score and its role per
 candidate, in the order they joined (ties in the ranking keep that order), and the typed
 edges found between them.

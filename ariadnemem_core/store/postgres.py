@@ -696,7 +696,7 @@ class PostgresStore:
 
     def _seq_table(self, user_id: str) -> tuple[np.ndarray, list[str], list[str | None], list[str | None]] | None:
         """Inside a snapshot: the user's entries by insertion order (seq, id, agent,
-        session), read once per generation, so replies and message mates need no query.
+        session), read once per generation, so message mates need no query.
         None outside a snapshot or for a user too large to hold."""
         if self._snapshot(user_id) is None:
             return None
